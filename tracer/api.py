@@ -1,0 +1,805 @@
+"""The public transformations: make_jaxpr, eval_shape, jvp, linearize, vjp, grad,
+value_and_grad, jacfwd, jacrev, hessian, vmap, jit. Names, signatures and semantics follow
+JAX's (``jax.grad`` etc.); every function works on pytrees of arrays."""
+from __future__ import annotations
+
+import functools
+import inspect
+import operator
+import time
+import logging
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tracer import dtypes
+from tracer.config import config
+from tracer.core import (Array, ShapeDtypeStruct, ShapedArray, Tracer, get_aval, to_numpy,
+                         valid_jaxtype)
+from tracer.interpreters import ad, batching
+from tracer.interpreters import partial_eval as pe
+from tracer.interpreters.call import jit_p
+from tracer.jaxpr import ClosedJaxpr, eval_jaxpr
+from tracer.pytree import (broadcast_prefix, keystr, tree_flatten, tree_flatten_with_path,
+                           tree_map, tree_structure, tree_unflatten, treedef_is_leaf)
+
+logger = logging.getLogger("tracer")
+
+
+def _fun_name(f) -> str:
+    return getattr(f, "__name__", None) or type(f).__name__
+
+
+def _check_arg(x, fname, path=""):
+    if isinstance(x, (Tracer, Array)):
+        return x
+    if isinstance(x, (np.ndarray, np.generic, bool, int, float, complex)):
+        return x
+    if not valid_jaxtype(x):
+        raise TypeError(f"{fname}: argument{' ' + path if path else ''} of type "
+                        f"{type(x).__name__} is not a valid array type (expected an Array, a "
+                        "NumPy array or a Python scalar); mark it static if it is not data")
+    return x
+
+
+def _as_array(x):
+    """Arguments enter transformations as Arrays (NumPy data is snapshotted, so later
+    mutation by the caller does not change traced results)."""
+    if isinstance(x, (Tracer, Array)):
+        return x
+    if isinstance(x, (bool, int, float, complex)):
+        dt, weak = dtypes.dtype_and_weak_type(x)
+        return Array(np.asarray(x, dt), weak)
+    return Array(np.array(to_numpy(x), copy=True))
+
+
+def _flatten_args(fname, args, kwargs=None):
+    tree = (tuple(args), kwargs or {})
+    pairs, treedef = tree_flatten_with_path(tree)
+    leaves = []
+    for path, x in pairs:
+        leaves.append(_check_arg(x, fname, keystr(path)))
+    return leaves, treedef
+
+
+# ------------------------------------- make_jaxpr ----------------------------------------
+
+def _split_static(args, static_argnums):
+    static_argnums = _normalize_argnums(static_argnums, len(args))
+    dyn = [a for i, a in enumerate(args) if i not in static_argnums]
+    static = tuple((i, args[i]) for i in sorted(static_argnums))
+    return dyn, static
+
+
+def _normalize_argnums(argnums, nargs):
+    if argnums is None:
+        return ()
+    if isinstance(argnums, int):
+        argnums = (argnums,)
+    out = []
+    for a in argnums:
+        a = operator.index(a)
+        if not -nargs <= a < nargs:
+            raise ValueError(f"argnum {a} is out of range for a function called with {nargs} "
+                             "positional arguments")
+        out.append(a % nargs)
+    return tuple(out)
+
+
+def _merge_static(dyn, static, nargs):
+    it = iter(dyn)
+    smap = dict(static)
+    return [smap[i] if i in smap else next(it) for i in range(nargs)]
+
+
+def make_jaxpr(fun: Callable, static_argnums=(), return_shape: bool = False):
+    """``make_jaxpr(f)(*args)`` -> the ClosedJaxpr of ``f`` traced at ``args``' shapes and
+    dtypes (printable in JAX's text format). Arguments may be arrays, scalars,
+    ShapeDtypeStructs or pytrees of them; ``static_argnums`` are passed through as Python
+    values. With ``return_shape``, also returns the output's ShapeDtypeStruct pytree."""
+
+    @functools.wraps(fun)
+    def make(*args, **kwargs):
+        nargs = len(args)
+        dyn, static = _split_static(args, static_argnums)
+        leaves, in_tree = _flatten_args("make_jaxpr", dyn, kwargs)
+        in_avals = [get_aval(x) for x in leaves]
+
+        def flat_fun(*flat):
+            d, kw = tree_unflatten(in_tree, flat)
+            out = fun(*_merge_static(list(d), static, nargs), **kw)
+            out_leaves, out_tree = tree_flatten(out)
+            store.append(out_tree)
+            return out_leaves
+
+        store: list = []
+        closed = pe.trace_to_closed_jaxpr(flat_fun, in_avals)
+        if return_shape:
+            shapes = [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type) for a in closed.out_avals]
+            return closed, tree_unflatten(store[0], shapes)
+        return closed
+
+    return make
+
+
+def eval_shape(fun: Callable, *args, **kwargs):
+    """The output ShapeDtypeStruct pytree of ``fun(*args, **kwargs)``, computed by tracing
+    without running any array computation."""
+    closed, shape = make_jaxpr(fun, return_shape=True)(*args, **kwargs)
+    return shape
+
+
+# ---------------------------------------- jvp --------------------------------------------
+
+def _check_tangent(p, t, fname, i):
+    pa, ta = get_aval(p), get_aval(t)
+    expected = pa.at_least_vspace()
+    if ta.shape != pa.shape:
+        raise ValueError(f"{fname}: primal and tangent arguments must have equal shapes; "
+                         f"argument {i} has primal {pa.str_short()} and tangent "
+                         f"{ta.str_short()}")
+    if dtypes.is_inexact(pa.dtype) and ta.dtype != pa.dtype:
+        raise TypeError(f"{fname}: primal and tangent arguments must have equal dtypes; "
+                        f"argument {i} has primal {pa.str_short()} and tangent "
+                        f"{ta.str_short()}")
+    if not dtypes.is_inexact(pa.dtype) and ta.dtype != dtypes.float0:
+        raise TypeError(f"{fname}: the tangent of the integer/bool primal {i} "
+                        f"({pa.str_short()}) must have dtype float0, got {ta.str_short()}")
+    del expected
+
+
+def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
+    """Forward-mode derivative: returns ``(fun(*primals), J @ tangents)`` (with aux when
+    ``has_aux``). ``primals`` and ``tangents`` are tuples/lists of equal pytree structure;
+    integer primals take float0 tangents."""
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("jvp: primals and tangents must be tuples or lists of arguments, got "
+                        f"{type(primals).__name__} and {type(tangents).__name__}")
+    p_leaves, p_tree = tree_flatten(tuple(primals))
+    t_leaves, t_tree = tree_flatten(tuple(tangents))
+    if p_tree != t_tree:
+        raise TypeError(f"jvp: primal and tangent arguments must have the same tree structure; "
+                        f"got {p_tree} and {t_tree}")
+    p_leaves = [_as_array(_check_arg(x, "jvp")) for x in p_leaves]
+    for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
+        _check_tangent(p, t, "jvp", i)
+    tans = [ad.Zero.from_primal_value(p) if not dtypes.is_inexact(get_aval(p).dtype) else
+            _as_array(t) for p, t in zip(p_leaves, t_leaves)]
+    out_store, aux_store = [], []
+
+    def flat_fun(*xs):
+        out = fun(*tree_unflatten(p_tree, xs))
+        if has_aux:
+            out, aux = _split_aux(out, "jvp")
+            aux_store.append(aux)
+        leaves, tree = tree_flatten(out)
+        out_store.append(tree)
+        return leaves
+
+    outs, t_outs = ad.jvp_flat(flat_fun, p_leaves, tans, instantiate=True)
+    out_tree = out_store[0]
+    res = (tree_unflatten(out_tree, outs), tree_unflatten(out_tree, t_outs))
+    if has_aux:
+        return res + (_lower_aux(aux_store[0]),)
+    return res
+
+
+def _split_aux(out, fname):
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise TypeError(f"{fname} with has_aux=True: the function must return a pair "
+                        f"(output, aux), got {type(out).__name__}")
+    return out[0], out[1]
+
+
+def _lower_aux(aux):
+    return tree_map(lambda x: x.full_lower() if isinstance(x, Tracer) else x, aux)
+
+
+# -------------------------------------- linearize ----------------------------------------
+
+def linearize(fun: Callable, *primals, has_aux: bool = False):
+    """Returns ``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the jvp at
+    ``primals`` with the primal computation already done (JAX's ``linearize``)."""
+    p_leaves, p_tree = tree_flatten(tuple(primals))
+    p_leaves = [_as_array(_check_arg(x, "linearize")) for x in p_leaves]
+    out_store, aux_store = [], []
+
+    def flat_fun(*xs):
+        out = fun(*tree_unflatten(p_tree, xs))
+        if has_aux:
+            out, aux = _split_aux(out, "linearize")
+            aux_store.append(aux)
+        leaves, tree = tree_flatten(out)
+        out_store.append(tree)
+        return leaves
+
+    outs, lin = ad._linearize(flat_fun, p_leaves)
+    out_tree = out_store[0]
+
+    def f_jvp(*tangents):
+        t_leaves, t_tree = tree_flatten(tuple(tangents))
+        if t_tree != p_tree:
+            raise TypeError(f"linearize: the tangents must have the structure of the primals, "
+                            f"{p_tree}; got {t_tree}")
+        for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
+            _check_tangent(p, t, "linearize", i)
+        return tree_unflatten(out_tree, lin(*t_leaves))
+
+    res = (tree_unflatten(out_tree, outs), f_jvp)
+    return res + (_lower_aux(aux_store[0]),) if has_aux else res
+
+
+# ----------------------------------------- vjp -------------------------------------------
+
+def vjp(fun: Callable, *primals, has_aux: bool = False):
+    """Reverse mode: returns ``(fun(*primals), f_vjp)`` with ``f_vjp(ct)`` giving one
+    cotangent per primal (a tuple); ``ct`` has the structure, shapes and dtypes of the
+    output. Integer primals get float0 cotangents."""
+    p_leaves, p_tree = tree_flatten(tuple(primals))
+    p_leaves = [_as_array(_check_arg(x, "vjp")) for x in p_leaves]
+    out_store, aux_store = [], []
+
+    def flat_fun(*xs):
+        out = fun(*tree_unflatten(p_tree, xs))
+        if has_aux:
+            out, aux = _split_aux(out, "vjp")
+            aux_store.append(aux)
+        leaves, tree = tree_flatten(out)
+        out_store.append(tree)
+        return leaves
+
+    outs, lin = ad._linearize(flat_fun, p_leaves)
+    out_tree = out_store[0]
+    out_avals = [get_aval(o) for o in outs]
+
+    def f_vjp(ct):
+        ct_leaves, ct_tree = tree_flatten(ct)
+        if ct_tree != out_tree:
+            raise TypeError(f"vjp: the cotangent must have the structure of the output, "
+                            f"{out_tree}; got {ct_tree}")
+        cts = []
+        for i, (c, a) in enumerate(zip(ct_leaves, out_avals)):
+            ca = get_aval(c)
+            if ca.shape != a.shape:
+                raise ValueError(f"vjp: cotangent {i} has shape {ca.str_short()} but the "
+                                 f"output has {a.str_short()}")
+            if dtypes.is_inexact(a.dtype) and ca.dtype != a.dtype:
+                raise TypeError(f"vjp: cotangent {i} has dtype {ca.dtype.name}, the output "
+                                f"{a.dtype.name}")
+            cts.append(_as_array(c) if ca.dtype != dtypes.float0 else ad.Zero(a.at_least_vspace()))
+        cts_in = lin.transpose(cts)
+        return tree_unflatten(p_tree, cts_in)
+
+    res = (tree_unflatten(out_tree, outs), f_vjp)
+    return res + (_lower_aux(aux_store[0]),) if has_aux else res
+
+
+# ------------------------------------- grad family ---------------------------------------
+
+def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+                   allow_int: bool = False):
+    """``fun``'s value and its gradient with respect to the arguments ``argnums`` (an int
+    or a tuple). ``fun`` must return a real scalar (complex with ``holomorphic``).
+    Raises TypeError for non-scalar or integer outputs, or integer inputs without
+    ``allow_int``."""
+    fname = _fun_name(fun)
+
+    @functools.wraps(fun)
+    def value_and_grad_f(*args, **kwargs):
+        nargs = len(args)
+        argnums_t = _normalize_argnums(argnums, nargs) if nargs else None
+        if not args:
+            raise TypeError(f"grad of {fname}: called with no positional arguments to "
+                            f"differentiate (argnums={argnums})")
+        argnums_t = (argnums_t,) if isinstance(argnums_t, int) else argnums_t
+        diff_args = [args[i] for i in argnums_t]
+        for i, a in zip(argnums_t, diff_args):
+            for leaf in tree_flatten(a)[0]:
+                _check_arg(leaf, f"grad of {fname}", f"{i}")
+                dt = get_aval(leaf).dtype
+                if holomorphic and not dtypes.is_complex(dt):
+                    raise TypeError(f"grad of {fname} with holomorphic=True requires complex "
+                                    f"inputs, got {dt.name} for argument {i}")
+                if not dtypes.is_inexact(dt) and not allow_int:
+                    raise TypeError(
+                        f"grad of {fname} requires real- or complex-valued inputs (input "
+                        f"dtype that is a sub-dtype of np.inexact), but got {dt.name} for "
+                        f"argument {i}. If you want to use integer-valued inputs, use "
+                        "vjp or set allow_int to True.")
+
+        def f_partial(*dargs):
+            full = list(args)
+            for i, a in zip(argnums_t, dargs):
+                full[i] = a
+            return fun(*full, **kwargs)
+
+        if has_aux:
+            ans, f_vjp, aux = vjp(f_partial, *diff_args, has_aux=True)
+        else:
+            ans, f_vjp = vjp(f_partial, *diff_args)
+        _check_scalar(ans, fname, holomorphic)
+        ct = Array(np.ones((), get_aval(ans).dtype))
+        g = f_vjp(ct)
+        g = g[0] if isinstance(argnums, int) else tuple(g)
+        return ((ans, aux), g) if has_aux else (ans, g)
+
+    return value_and_grad_f
+
+
+def _check_scalar(x, fname, holomorphic):
+    if not isinstance(x, (Array, Tracer)) and not np.isscalar(x):
+        raise TypeError(f"grad of {fname} requires a scalar output, got a {type(x).__name__}")
+    aval = get_aval(x)
+    if aval.shape != ():
+        raise TypeError(f"Gradient only defined for scalar-output functions. Output of "
+                        f"{fname} had shape: {aval.shape}. Use jacrev/jacfwd or vjp for "
+                        "non-scalar outputs.")
+    if dtypes.is_complex(aval.dtype) and not holomorphic:
+        raise TypeError(f"grad of {fname} requires real-valued outputs (output dtype that is "
+                        f"a sub-dtype of np.floating), but got {aval.dtype.name}. For "
+                        "holomorphic differentiation, pass holomorphic=True.")
+    if not dtypes.is_inexact(aval.dtype):
+        raise TypeError(f"grad of {fname} requires real-valued outputs (output dtype that is "
+                        f"a sub-dtype of np.floating), but got {aval.dtype.name}")
+
+
+def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+         allow_int: bool = False):
+    """The gradient of scalar-valued ``fun`` with respect to arguments ``argnums``
+    (``jax.grad``). Returns a function with ``fun``'s signature giving the gradient (a
+    tuple for tuple ``argnums``; ``(grad, aux)`` with ``has_aux``)."""
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
+
+    @functools.wraps(fun)
+    def grad_f(*args, **kwargs):
+        (v, g) = vg(*args, **kwargs)
+        if has_aux:
+            return g, v[1]
+        return g
+
+    return grad_f
+
+
+# ----------------------------------------- vmap ------------------------------------------
+
+def _mapped_size(x, axis, path, fname):
+    aval = get_aval(x)
+    if aval.ndim == 0:
+        raise ValueError(f"{fname}: in_axes specifies axis {axis} for argument {path}, "
+                         f"which is a scalar ({aval.str_short()}); use in_axes=None for it")
+    if not -aval.ndim <= axis < aval.ndim:
+        raise ValueError(f"{fname}: in_axes specifies axis {axis} for argument {path} of "
+                         f"rank {aval.ndim} ({aval.str_short()}), which is out of range")
+    return aval.shape[axis]
+
+
+def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
+         spmd_axis_name=None):
+    """Vectorize ``fun`` over a batch axis (``jax.vmap``).
+
+    ``in_axes``: an int, None, or a pytree prefix of the positional arguments (a tuple
+    with one entry per argument) giving the mapped axis of each leaf (None: not mapped;
+    negative ints count from the end). Keyword arguments are mapped over axis 0.
+    ``out_axes``: likewise for the outputs. ``axis_size`` is needed when nothing is
+    mapped. Raises ValueError naming the argument path, axis and sizes on inconsistent
+    sizes or out-of-range axes.
+    """
+    fname = f"vmap({_fun_name(fun)})"
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if not (in_axes is None or isinstance(in_axes, (int, tuple, dict)) or
+            not treedef_is_leaf(tree_structure(in_axes))):
+        raise TypeError(f"{fname}: in_axes must be an int, None, or a tuple of entries "
+                        f"per argument, got {in_axes!r}")
+
+    @functools.wraps(fun)
+    def vmapped(*args, **kwargs):
+        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+            raise ValueError(f"{fname}: in_axes is a tuple of length {len(in_axes)} but the "
+                             f"function was called with {len(args)} positional arguments; "
+                             "give one entry per argument")
+        pairs, args_tree = tree_flatten_with_path((tuple(args), kwargs))
+        leaves = [x for _, x in pairs]
+        try:
+            axes_args = broadcast_prefix(in_axes if isinstance(in_axes, tuple) else
+                                         (in_axes,) * len(args) if len(args) else (), tuple(args),
+                                         is_leaf=lambda x: x is None)
+        except ValueError as e:
+            raise ValueError(f"{fname}: in_axes {in_axes!r} does not match the structure of "
+                             f"the arguments {tree_structure(tuple(args))}: {e}") from None
+        axes_kw = [0] * (len(leaves) - len(axes_args))
+        axes = list(axes_args) + axes_kw
+        sizes = {}
+        for (path, x), ax in zip(pairs, axes):
+            if ax is None:
+                continue
+            if not isinstance(ax, int):
+                raise TypeError(f"{fname}: in_axes leaves must be ints or None, got {ax!r}")
+            _check_arg(x, fname, keystr(path))
+            sizes[keystr(path)] = (_mapped_size(x, ax, "args" + keystr(path), fname), ax)
+        distinct = {s for s, _ in sizes.values()}
+        if len(distinct) > 1:
+            detail = "\n".join(f"  argument args{p} has size {s} along axis {a}"
+                               for p, (s, a) in sizes.items())
+            raise ValueError(f"{fname} got inconsistent sizes for the mapped axes:\n{detail}")
+        if distinct:
+            size = distinct.pop()
+            if axis_size is not None and axis_size != size:
+                raise ValueError(f"{fname}: axis_size={axis_size} differs from the mapped "
+                                 f"size {size}")
+        elif axis_size is not None:
+            size = axis_size
+        else:
+            raise ValueError(f"{fname} must have at least one non-None value in in_axes, or "
+                             "be given axis_size")
+        norm_axes = [None if a is None else a % get_aval(x).ndim
+                     for (_, x), a in zip(pairs, axes)]
+        leaves = [_as_array(x) if a is not None else x for x, a in zip(leaves, norm_axes)]
+        out_store = []
+
+        def flat_fun(*xs):
+            a, kw = tree_unflatten(args_tree, xs)
+            out = fun(*a, **kw)
+            out_leaves, out_tree = tree_flatten(out)
+            out_store.append((out_tree, out))
+            return out_leaves
+
+        outs, out_dims = batching.vmap_flat(flat_fun, size, axis_name, norm_axes, leaves)
+        out_tree, out_example = out_store[0]
+        try:
+            o_axes = broadcast_prefix(out_axes, out_example, is_leaf=lambda x: x is None)
+        except ValueError as e:
+            raise ValueError(f"{fname}: out_axes {out_axes!r} does not match the output "
+                             f"structure {out_tree}: {e}") from None
+        final = []
+        for i, (o, d, oa) in enumerate(zip(outs, out_dims, o_axes)):
+            if oa is None:
+                if d is not None:
+                    raise ValueError(f"{fname}: out_axes=None for output {i}, but it depends on "
+                                     "the mapped axis; map it (out_axes=0) or make it "
+                                     "independent of the mapped inputs")
+                final.append(o)
+                continue
+            nd = get_aval(o).ndim + (1 if d is None else 0)
+            if not -nd <= oa < nd:
+                raise ValueError(f"{fname}: out_axes {oa} is out of range for output {i} of "
+                                 f"rank {nd}")
+            final.append(batching.matchaxis(size, d, oa % nd, o))
+        return tree_unflatten(out_tree, final)
+
+    return vmapped
+
+
+# ------------------------------------ jacobians ------------------------------------------
+
+def _std_basis(leaves):
+    """Identity matrices over the flattened inputs, one block per leaf."""
+    sizes = [get_aval(x).size for x in leaves]
+    n = sum(sizes)
+    out = []
+    start = 0
+    for x, s in zip(leaves, sizes):
+        aval = get_aval(x)
+        eye = np.zeros((n, s), aval.dtype)
+        eye[start:start + s] = np.eye(s, dtype=aval.dtype)
+        out.append(Array(eye.reshape((n,) + aval.shape)))
+        start += s
+    return out, n
+
+
+def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False):
+    """Jacobian by forward mode (vmap of jvp over the input basis), shaped
+    output.shape + input.shape per (output leaf, input leaf)."""
+
+    def jacfun(*args, **kwargs):
+        nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+        nums = _normalize_argnums(nums, len(args))
+        dyn = [args[i] for i in nums]
+        d_leaves, d_tree = tree_flatten(tuple(dyn))
+        for x in d_leaves:
+            dt = get_aval(x).dtype
+            if not dtypes.is_inexact(dt):
+                raise TypeError(f"jacfwd requires real- or complex-valued inputs, got {dt.name}")
+        d_leaves = [_as_array(x) for x in d_leaves]
+
+        def f_flat(*xs):
+            full = list(args)
+            for i, a in zip(nums, tree_unflatten(d_tree, xs)):
+                full[i] = a
+            return fun(*full, **kwargs)
+
+        basis, n = _std_basis(d_leaves)
+        aux_box = []
+
+        def pushfwd(*tans):
+            res = jvp(f_flat, tuple(d_leaves), tuple(tans), has_aux=has_aux)
+            if has_aux:
+                aux_box.append(res[2])
+            return res[1]
+
+        y_store = []
+
+        def f_value(*xs):
+            out = f_flat(*xs)
+            return out
+
+        jac = vmap(pushfwd, in_axes=tuple(0 for _ in basis), out_axes=-1)(*basis)
+        if has_aux:
+            y, _, aux = jvp(f_flat, tuple(d_leaves), tuple(ad.zeros_like_aval(get_aval(x))
+                                                           for x in d_leaves), has_aux=True)
+        del y_store, f_value
+        # jac leaves: out.shape + (n,) -> split n into the input leaves' shapes.
+        in_shapes = [get_aval(x).shape for x in d_leaves]
+        sizes = [int(np.prod(s, dtype=np.int64)) for s in in_shapes]
+
+        def split(o):
+            import lax
+            parts = []
+            start = 0
+            oshape = get_aval(o).shape[:-1]
+            for shp, sz in zip(in_shapes, sizes):
+                part = lax.slice_in_dim(o, start, start + sz, 1, -1)
+                parts.append(lax.reshape(part, oshape + shp))
+                start += sz
+            parts = tree_unflatten(d_tree, parts)
+            return parts[0] if isinstance(argnums, int) else parts
+
+        jac = tree_map(split, jac)
+        return (jac, aux) if has_aux else jac
+
+    return jacfun
+
+
+def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+           allow_int: bool = False):
+    """Jacobian by reverse mode (vmap of vjp over the output basis), shaped
+    output.shape + input.shape."""
+
+    def jacfun(*args, **kwargs):
+        nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+        nums = _normalize_argnums(nums, len(args))
+        dyn = [args[i] for i in nums]
+
+        def f_partial(*d):
+            full = list(args)
+            for i, a in zip(nums, d):
+                full[i] = a
+            return fun(*full, **kwargs)
+
+        if has_aux:
+            y, f_vjp, aux = vjp(f_partial, *dyn, has_aux=True)
+        else:
+            y, f_vjp = vjp(f_partial, *dyn)
+        y_leaves, y_tree = tree_flatten(y)
+        basis, n = _std_basis(y_leaves)
+        cts = vmap(lambda *b: f_vjp(tree_unflatten(y_tree, list(b))),
+                   in_axes=tuple(0 for _ in basis))(*basis)
+        # cts: tuple over dyn args, each leaf with leading n.
+        out_shapes = [get_aval(o).shape for o in y_leaves]
+        sizes = [int(np.prod(s, dtype=np.int64)) for s in out_shapes]
+        import lax
+
+        def split(c):
+            parts = []
+            start = 0
+            ishape = get_aval(c).shape[1:]
+            for shp, sz in zip(out_shapes, sizes):
+                part = lax.slice_in_dim(c, start, start + sz, 1, 0)
+                parts.append(lax.reshape(part, shp + ishape))
+                start += sz
+            return parts
+
+        per_arg = [tree_map(split, c) for c in cts]
+        # Reorganise to the output structure: out_leaf -> arg tree.
+        results = []
+        for k in range(len(y_leaves)):
+            arg_trees = [tree_map(lambda parts: parts[k], pa,
+                                  is_leaf=lambda x: isinstance(x, list)) for pa in per_arg]
+            results.append(arg_trees[0] if isinstance(argnums, int) else tuple(arg_trees))
+        jac = tree_unflatten(y_tree, results)
+        return (jac, aux) if has_aux else jac
+
+    return jacfun
+
+
+def hessian(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False):
+    """The Hessian of scalar ``fun``: ``jacfwd(jacrev(fun))``."""
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums,
+                  has_aux=has_aux, holomorphic=holomorphic)
+
+
+# ------------------------------------------ jit ------------------------------------------
+
+class _HashableStatic:
+    __slots__ = ("val", "_hash")
+
+    def __init__(self, val, fname, where):
+        try:
+            self._hash = hash(val)
+        except TypeError:
+            raise TypeError(f"jit({fname}): static argument {where} of type "
+                            f"{type(val).__name__} is not hashable; static arguments must be "
+                            "hashable (use a tuple instead of a list, or pass it as an array "
+                            "argument)") from None
+        self.val = val
+
+    def __eq__(self, other):
+        return type(self.val) is type(other.val) and self.val == other.val
+
+    def __hash__(self):
+        return self._hash
+
+
+class Traced:
+    """The result of tracing a jitted function for given argument types."""
+
+    def __init__(self, closed: ClosedJaxpr, in_tree, out_tree, name):
+        self.jaxpr = closed
+        self.in_tree = in_tree
+        self.out_tree = out_tree
+        self.name = name
+
+
+class JitWrapped:
+    """A function compiled by ``jit``: traced once per (input avals incl. weak_type, pytree
+    structure, static argument values), then run as one ``jit`` equation."""
+
+    def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
+                 inline=False):
+        self.fun = fun
+        self.__name__ = _fun_name(fun)
+        self.__doc__ = getattr(fun, "__doc__", None)
+        self.__wrapped__ = fun
+        if isinstance(static_argnums, int):
+            static_argnums = (static_argnums,)
+        if isinstance(static_argnames, str):
+            static_argnames = (static_argnames,)
+        self.static_argnums = tuple(static_argnums or ())
+        self.static_argnames = tuple(static_argnames or ())
+        if isinstance(donate_argnums, int):
+            donate_argnums = (donate_argnums,)
+        self.donate_argnums = tuple(donate_argnums or ())
+        # Map static argnames <-> argnums through the signature, as JAX does.
+        try:
+            sig = inspect.signature(fun)
+            params = list(sig.parameters.values())
+            names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY,
+                                                          p.POSITIONAL_OR_KEYWORD)]
+            extra_nums = tuple(names.index(n) for n in self.static_argnames if n in names)
+            extra_names = tuple(names[i] for i in self.static_argnums if 0 <= i < len(names))
+            self.static_argnums = tuple(sorted(set(self.static_argnums) | set(extra_nums)))
+            self.static_argnames = tuple(sorted(set(self.static_argnames) | set(extra_names)))
+        except (TypeError, ValueError):
+            pass
+        self._cache: dict = {}
+        self.trace_count = 0
+        functools.update_wrapper(self, fun)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def _key_and_args(self, args, kwargs):
+        fname = self.__name__
+        nargs = len(args)
+        snums = _normalize_argnums(tuple(i for i in self.static_argnums if -nargs <= i < nargs),
+                                   nargs) if nargs else ()
+        static_pos = tuple((i, _HashableStatic(args[i], fname, f"{i}")) for i in snums)
+        dyn_args = [a for i, a in enumerate(args) if i not in snums]
+        static_kw = tuple(sorted((k, _HashableStatic(v, fname, repr(k)))
+                                 for k, v in kwargs.items() if k in self.static_argnames))
+        dyn_kw = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        leaves, in_tree = _flatten_args(f"jit({fname})", dyn_args, dyn_kw)
+        avals = tuple(get_aval(x) for x in leaves)
+        key = (in_tree, avals, static_pos, static_kw, nargs, config.enable_x64)
+        return key, leaves, in_tree, snums, static_pos, static_kw, nargs
+
+    def trace(self, *args, **kwargs) -> Traced:
+        key, leaves, in_tree, snums, static_pos, static_kw, nargs = \
+            self._key_and_args(args, kwargs)
+        return self._get_traced(key, leaves, in_tree, static_pos, static_kw, nargs)[0]
+
+    def _get_traced(self, key, leaves, in_tree, static_pos, static_kw, nargs):
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit, False
+        t0 = time.perf_counter()
+        fun = self.fun
+        spos = {i: s.val for i, s in static_pos}
+        skw = {k: s.val for k, s in static_kw}
+        store = []
+
+        def flat_fun(*flat):
+            dyn_args, dyn_kw = tree_unflatten(in_tree, flat)
+            it = iter(dyn_args)
+            full = [spos[i] if i in spos else next(it) for i in range(nargs)]
+            out = fun(*full, **dyn_kw, **skw)
+            out_leaves, out_tree = tree_flatten(out)
+            store.append(out_tree)
+            return out_leaves
+
+        in_avals = [get_aval(x) for x in leaves]
+        jaxpr, consts = pe.trace_to_jaxpr_dynamic(flat_fun, in_avals)
+        self.trace_count += 1
+        has_tracer_consts = any(isinstance(c, Tracer) for c in consts)
+        if has_tracer_consts:
+            # Closed-over tracers of an enclosing transformation become operands.
+            closed = ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), [])
+            traced = Traced(closed, in_tree, store[0], self.__name__)
+            traced.hoisted_consts = list(consts)
+        else:
+            closed = ClosedJaxpr(jaxpr, consts)
+            traced = Traced(closed, in_tree, store[0], self.__name__)
+            traced.hoisted_consts = []
+            self._cache[key] = traced
+        if config.log_compiles:
+            logger.warning("Finished tracing %s for args %s in %.1f ms", self.__name__,
+                           ", ".join(a.str_short() for a in in_avals),
+                           (time.perf_counter() - t0) * 1e3)
+        return traced, True
+
+    def __call__(self, *args, **kwargs):
+        if config.disable_jit:
+            return self.fun(*args, **kwargs)
+        key, leaves, in_tree, snums, static_pos, static_kw, nargs = \
+            self._key_and_args(args, kwargs)
+        traced, _ = self._get_traced(key, leaves, in_tree, static_pos, static_kw, nargs)
+        outs = jit_p.bind(*traced.hoisted_consts, *leaves, jaxpr=traced.jaxpr,
+                          name=self.__name__)
+        return tree_unflatten(traced.out_tree, outs)
+
+    def lower(self, *args, **kwargs):
+        """Trace and lower for these arguments: ``.as_text()`` shows the optimized jaxpr, the
+        loop IR and the generated source; ``.compile()`` returns a callable."""
+        traced = self.trace(*args, **kwargs)
+        from tracer import _jit_backend
+        return _jit_backend.lower(traced, self)
+
+    def eval_shape(self, *args, **kwargs):
+        traced = self.trace(*args, **kwargs)
+        shapes = [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type) for a in traced.jaxpr.out_avals]
+        return tree_unflatten(traced.out_tree, shapes)
+
+    def _cache_size(self):
+        return len(self._cache)
+
+    def clear_cache(self):
+        self._cache.clear()
+
+
+def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(),
+        donate_argnums=(), inline: bool = False, **kwargs):
+    """Compile ``fun``: trace it once per input signature into a jaxpr, lower the jaxpr to
+    Numba-compiled loops, and run those (``jax.jit``). Usable as ``@jit`` or
+    ``@partial(jit, static_argnums=...)``. Under ``config.disable_jit`` calls ``fun``
+    directly. Raises TypeError for unhashable static arguments."""
+    if fun is None:
+        return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
+                             donate_argnums=donate_argnums, inline=inline)
+    if isinstance(fun, JitWrapped):
+        return fun
+    return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, inline)
+
+
+def _jit_impl(*args, jaxpr, name, **params):
+    from tracer import _jit_backend
+    return _jit_backend.run(jaxpr, args, name)
+
+
+jit_p.def_impl(_jit_impl)
+
+
+# ------------------------------------------ misc -----------------------------------------
+
+def device_put(x, device=None):
+    """Arrays live in host memory: returns ``x`` as Arrays (pytrees allowed)."""
+    return tree_map(_as_array, x)
+
+
+def block_until_ready(x):
+    return x
+
+
+def device_get(x):
+    return tree_map(lambda v: np.asarray(v) if isinstance(v, Array) else v, x)

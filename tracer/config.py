@@ -1,0 +1,80 @@
+"""Global configuration flags, JAX-style: ``tracer.config.update("enable_x64", False)``.
+
+Flags (name: default, meaning):
+
+- ``enable_x64`` (True): 64-bit default dtypes (like NumPy). False gives JAX's 32-bit defaults.
+- ``disable_jit`` (False): ``jit`` runs its function eagerly.
+- ``jit_compile`` ("async"): "async" answers first calls through the NumPy impls while Numba
+  compiles in the background; "sync" waits for the compiled code; "none" never compiles
+  (the optimized jaxpr runs through the NumPy impls).
+- ``log_compiles`` (False): log every trace and compile with its time (logger ``tracer``).
+- ``debug_nans`` (False): when a jitted function produces a NaN, re-run it eagerly and raise
+  FloatingPointError naming the first primitive that produced one.
+- ``cache_dir`` (env ``TRACER_CACHE_DIR`` or ``~/.cache/tracer``): the on-disk kernel cache.
+- ``debug_kernels`` (False): run generated kernels as plain Python (steppable in pdb).
+- ``parallel_threshold`` (65536): minimum iteration count for a ``prange`` loop.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+
+def _default_cache_dir() -> str:
+    env = os.environ.get("TRACER_CACHE_DIR")
+    if env:
+        return env
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tracer")
+
+
+class Config:
+    _defaults = {
+        "enable_x64": True,
+        "disable_jit": False,
+        "jit_compile": "async",
+        "log_compiles": False,
+        "debug_nans": False,
+        "cache_dir": None,
+        "debug_kernels": False,
+        "parallel_threshold": 65536,
+    }
+
+    def __init__(self):
+        self._values = dict(self._defaults)
+        self._values["cache_dir"] = _default_cache_dir()
+        if os.environ.get("TRACER_JIT_COMPILE"):
+            self._values["jit_compile"] = os.environ["TRACER_JIT_COMPILE"]
+        if os.environ.get("TRACER_DEBUG_KERNELS"):
+            self._values["debug_kernels"] = os.environ["TRACER_DEBUG_KERNELS"] not in ("", "0")
+        self._local = threading.local()
+        self._listeners = []
+
+    def update(self, name: str, value) -> None:
+        """Set flag ``name`` to ``value``; raises ValueError for an unknown flag."""
+        if name not in self._values:
+            raise ValueError(f"config.update: unknown flag {name!r}; known flags: "
+                             f"{sorted(self._values)}")
+        if name == "jit_compile" and value not in ("async", "sync", "none"):
+            raise ValueError(f"config.update('jit_compile', {value!r}): expected 'async', 'sync' or 'none'")
+        self._values[name] = value
+        for fn in self._listeners:
+            fn(name, value)
+
+    def read(self, name: str):
+        return self._values[name]
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"tracer.config has no flag {name!r}") from None
+
+    # JAX spells reads as config.jax_enable_x64; accept both spellings.
+    def __getitem__(self, name):
+        return self._values[name.removeprefix("jax_")]
+
+
+config = Config()

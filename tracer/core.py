@@ -1,0 +1,682 @@
+"""The core: abstract values, primitives, the trace stack, tracers and eager Arrays.
+
+A ``Primitive`` is bound to arguments with ``bind``; ``bind`` finds the innermost active
+transformation (the trace of highest level among the arguments, or the dynamic trace of
+``make_jaxpr``/``jit``) and hands the primitive to its ``process_primitive``. With no
+transformation active, the ``EvalTrace`` runs the primitive's NumPy impl on concrete
+values and wraps the result in an ``Array``.
+
+This module imports nothing of ours except config, dtypes and errors; ``lax`` and the
+interpreters register their rules with it. Methods of ``Array`` and ``Tracer`` that are
+array operations (``+``, ``sum``, ``reshape``...) are attached once, for both classes, by
+``tracer.numpy.array_methods``.
+"""
+from __future__ import annotations
+
+import operator
+from contextlib import contextmanager
+from typing import Any, Callable
+
+import numpy as np
+
+from tracer import dtypes
+from tracer.config import config
+from tracer.errors import (ConcretizationTypeError, TracerArrayConversionError,
+                           TracerBoolConversionError, TracerIntegerConversionError,
+                           UnexpectedTracerError)
+
+map_, zip_ = map, zip
+
+
+def safe_map(f, *args):
+    args = list(map_(list, args))
+    n = len(args[0])
+    for a in args[1:]:
+        assert len(a) == n, f"length mismatch: {list(map_(len, args))}"
+    return list(map_(f, *args))
+
+
+def safe_zip(*args):
+    args = list(map_(list, args))
+    n = len(args[0])
+    for a in args[1:]:
+        assert len(a) == n, f"length mismatch: {list(map_(len, args))}"
+    return list(zip_(*args))
+
+
+# ------------------------------------ avals ---------------------------------------------
+
+class AbstractValue:
+    __slots__ = ()
+
+
+class ShapedArray(AbstractValue):
+    """The abstract value of an array: a shape, a dtype and JAX's ``weak_type`` flag."""
+
+    __slots__ = ("shape", "dtype", "weak_type")
+    array_abstraction_level = 1
+
+    def __init__(self, shape, dtype, weak_type: bool = False):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.weak_type = bool(weak_type)
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+    def update(self, shape=None, dtype=None, weak_type=None) -> "ShapedArray":
+        return ShapedArray(self.shape if shape is None else shape,
+                           self.dtype if dtype is None else dtype,
+                           self.weak_type if weak_type is None else weak_type)
+
+    def strip_weak_type(self) -> "ShapedArray":
+        return ShapedArray(self.shape, self.dtype, False) if self.weak_type else self
+
+    def str_short(self) -> str:
+        return f"{dtypes.short_name(self.dtype)}[{','.join(map_(str, self.shape))}]"
+
+    def __eq__(self, other):
+        return (type(other) is ShapedArray and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.weak_type))
+
+    def __repr__(self):
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self.dtype.name}[{','.join(map_(str, self.shape))}]{weak})"
+
+    def at_least_vspace(self) -> "ShapedArray":
+        """The aval of this value's tangents: float0 for integer and bool values."""
+        if dtypes.is_inexact(self.dtype):
+            return self
+        return ShapedArray(self.shape, dtypes.float0, False)
+
+
+class AbstractToken(AbstractValue):
+    """The aval of an ordering token (``after_all``, infeed/outfeed)."""
+
+    __slots__ = ()
+    shape = ()
+    dtype = np.dtype(np.bool_)
+    weak_type = False
+
+    def str_short(self):
+        return "Tok"
+
+    def __eq__(self, other):
+        return type(other) is AbstractToken
+
+    def __hash__(self):
+        return hash("AbstractToken")
+
+
+abstract_token = AbstractToken()
+
+
+class ShapeDtypeStruct:
+    """A shape and dtype without data: the result type of ``eval_shape`` and an input to it."""
+
+    __slots__ = ("shape", "dtype", "weak_type")
+
+    def __init__(self, shape, dtype, weak_type: bool = False):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtypes.canonicalize_dtype(dtype)
+        self.weak_type = weak_type
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+    @property
+    def aval(self):
+        return ShapedArray(self.shape, self.dtype, self.weak_type)
+
+    def __repr__(self):
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"
+
+    def __eq__(self, other):
+        return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
+                and self.dtype == other.dtype)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype))
+
+
+# ----------------------------------- primitives -----------------------------------------
+
+class Primitive:
+    """A named operation. Its rules live in registries keyed by the primitive: the impl
+    and abstract eval here, jvp/transpose in ``interpreters.ad``, batching in
+    ``interpreters.batching``, lowering in ``lowering``.
+    """
+
+    multiple_results = False
+
+    def __init__(self, name: str):
+        self.name = name
+        self.impl: Callable | None = None
+        self.abstract_eval: Callable | None = None
+
+    def __repr__(self):
+        return self.name
+
+    def def_impl(self, impl):
+        self.impl = impl
+        return impl
+
+    def def_abstract_eval(self, abstract_eval):
+        self.abstract_eval = abstract_eval
+        return abstract_eval
+
+    def bind(self, *args, **params):
+        """Apply the primitive through the innermost active transformation.
+
+        Returns one value, or a list when ``multiple_results``.
+        """
+        trace = find_top_trace(args)
+        if trace is None:  # eager fast path: no tracers, no dynamic trace
+            outs = eval_primitive(self, args, params)
+            return outs if self.multiple_results else outs[0]
+        tracers = [full_raise(trace, a) for a in args]
+        outs = trace.process_primitive(self, tracers, params)
+        if self.multiple_results:
+            return [full_lower(o) for o in outs]
+        return full_lower(outs[0])
+
+    def bind_with_trace(self, trace, args, params):
+        tracers = [full_raise(trace, a) for a in args]
+        outs = trace.process_primitive(self, tracers, params)
+        return [full_lower(o) for o in outs] if self.multiple_results else full_lower(outs[0])
+
+
+# ----------------------------------- the trace stack ------------------------------------
+
+class MainTrace:
+    """One active transformation: its level in the stack, its Trace class and the data
+    shared by all its tracers (e.g. the jaxpr builder)."""
+
+    __slots__ = ("level", "trace_type", "global_data")
+
+    def __init__(self, level, trace_type, global_data=None):
+        self.level = level
+        self.trace_type = trace_type
+        self.global_data = global_data
+
+    def __repr__(self):
+        return f"MainTrace({self.level}, {self.trace_type.__name__})"
+
+
+class Trace:
+    """How one transformation interprets primitives. ``pure`` boxes a constant, ``lift``
+    boxes a tracer of a lower-level transformation."""
+
+    def __init__(self, main: MainTrace):
+        self.main = main
+
+    def pure(self, val):
+        raise NotImplementedError(f"{type(self).__name__}.pure")
+
+    def lift(self, tracer):
+        raise NotImplementedError(f"{type(self).__name__}.lift")
+
+    def process_primitive(self, primitive, tracers, params):
+        raise NotImplementedError(f"{type(self).__name__}.process_primitive")
+
+
+class EvalTrace(Trace):
+    pure = lift = lambda self, x: x
+
+    def process_primitive(self, primitive, tracers, params):
+        return eval_primitive(primitive, tracers, params)
+
+
+trace_stack: list[MainTrace] = [MainTrace(0, EvalTrace, None)]
+# The dynamic trace (make_jaxpr/jit tracing) catches every bind, even one whose arguments
+# are all constants, so that the staged program contains it.
+_dynamic_trace: MainTrace = trace_stack[0]
+
+
+@contextmanager
+def new_main(trace_type, global_data=None):
+    level = len(trace_stack)
+    main = MainTrace(level, trace_type, global_data)
+    trace_stack.append(main)
+    try:
+        yield main
+    finally:
+        trace_stack.pop()
+
+
+@contextmanager
+def new_dynamic(main: MainTrace):
+    global _dynamic_trace
+    prev, _dynamic_trace = _dynamic_trace, main
+    try:
+        yield
+    finally:
+        _dynamic_trace = prev
+
+
+@contextmanager
+def new_base_main():
+    """Run with a fresh, empty stack (used to trace a jaxpr independently of outer
+    transformations, e.g. inside jit)."""
+    global trace_stack, _dynamic_trace
+    prev_stack, prev_dyn = trace_stack, _dynamic_trace
+    trace_stack = [MainTrace(0, EvalTrace, None)]
+    _dynamic_trace = trace_stack[0]
+    try:
+        yield
+    finally:
+        trace_stack, _dynamic_trace = prev_stack, prev_dyn
+
+
+def _check_alive(tracer):
+    main = tracer._trace.main
+    lvl = main.level
+    if lvl >= len(trace_stack) or trace_stack[lvl] is not main:
+        raise UnexpectedTracerError(tracer)
+
+
+def find_top_trace(xs):
+    """The Trace that must process an operation on ``xs``, or None for eager evaluation."""
+    top = None
+    for x in xs:
+        if isinstance(x, Tracer):
+            _check_alive(x)
+            m = x._trace.main
+            if top is None or m.level > top.level:
+                top = m
+    dyn = _dynamic_trace
+    if top is None:
+        if dyn.level == 0:
+            return None
+        return dyn.trace_type(dyn)
+    if dyn.level > top.level:
+        top = dyn
+    return top.trace_type(top)
+
+
+def full_raise(trace: Trace, val):
+    if not isinstance(val, Tracer):
+        return trace.pure(val)
+    level = trace.main.level
+    vmain = val._trace.main
+    if vmain is trace.main:
+        return val
+    if vmain.level < level:
+        return trace.lift(val)
+    if vmain.level > level:
+        raise UnexpectedTracerError(val, f"It belongs to a transformation at level {vmain.level} "
+                                         f"but was used at level {level}.")
+    raise UnexpectedTracerError(val, "It belongs to a different transformation at the same "
+                                     "level (it escaped an earlier one).")
+
+
+def full_lower(val):
+    if isinstance(val, Tracer):
+        return val.full_lower()
+    return val
+
+
+# ------------------------------------- tracers ------------------------------------------
+
+class Tracer:
+    """A value inside a transformation. Array operations on tracers are attached by
+    ``tracer.numpy.array_methods`` (shared with ``Array``)."""
+
+    __slots__ = ("_trace", "__weakref__")
+    __array_priority__ = 1000
+
+    @property
+    def aval(self):
+        raise NotImplementedError
+
+    def full_lower(self):
+        return self
+
+    def to_concrete_value(self):
+        """The concrete value behind this tracer if the transformation knows it (e.g. the
+        primal of an eager jvp), else None."""
+        return None
+
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: len(self.aval.shape))
+    size = property(lambda self: self.aval.size)
+    weak_type = property(lambda self: self.aval.weak_type)
+
+    def __len__(self):
+        if not self.aval.shape:
+            raise TypeError(f"len() of unsized object (a traced scalar {self.aval.str_short()})")
+        return self.aval.shape[0]
+
+    def __bool__(self):
+        v = self.to_concrete_value()
+        if v is None:
+            raise TracerBoolConversionError(self)
+        return bool(v)
+
+    def _scalar_conversion(self, conv, err_cls):
+        v = self.to_concrete_value()
+        if v is None:
+            raise err_cls(self)
+        return conv(v)
+
+    def __int__(self):
+        return self._scalar_conversion(int, TracerIntegerConversionError)
+
+    def __index__(self):
+        return self._scalar_conversion(operator.index, TracerIntegerConversionError)
+
+    def __float__(self):
+        return self._scalar_conversion(float, ConcretizationTypeError)
+
+    def __complex__(self):
+        return self._scalar_conversion(complex, ConcretizationTypeError)
+
+    def __array__(self, dtype=None, copy=None):
+        v = self.to_concrete_value()
+        if v is None:
+            raise TracerArrayConversionError(self)
+        return np.asarray(v, dtype=dtype)
+
+    def __hash__(self):
+        raise TypeError(f"unhashable type: {type(self).__name__} (tracers, like Arrays, are "
+                        "not hashable; use a Python value or mark the argument static)")
+
+    def __iter__(self):
+        if not self.aval.shape:
+            raise TypeError(f"iteration over a 0-d traced array {self.aval.str_short()}")
+        return (self[i] for i in range(self.aval.shape[0]))
+
+    def __repr__(self):
+        return f"Traced<{self.aval}>with<{type(self._trace).__name__}>"
+
+    def __getattr__(self, name):
+        # Forward aval attributes for convenience (e.g. tracer.str_short()).
+        if name.startswith("__"):
+            raise AttributeError(name)
+        aval = object.__getattribute__(self, "aval")
+        try:
+            return getattr(aval, name)
+        except AttributeError:
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}") from None
+
+
+# ------------------------------------- Arrays -------------------------------------------
+
+class Array:
+    """An immutable, concrete array: a read-only NumPy ndarray plus a weak_type flag.
+
+    Created by every eager operation; ``np.asarray(x)`` returns the underlying ndarray
+    without copying (read-only). Arithmetic, comparison and reduction methods are shared
+    with tracers (``tracer.numpy.array_methods``).
+    """
+
+    __slots__ = ("_value", "_weak_type", "_aval", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, value, weak_type: bool = False):
+        # Internal: ``value`` is a NumPy array of a supported, canonical dtype.
+        if not isinstance(value, np.ndarray):
+            value = np.asarray(value)
+        if value.flags.writeable:
+            value.flags.writeable = False
+        self._value = value
+        self._weak_type = weak_type
+        self._aval = None
+
+    @property
+    def aval(self) -> ShapedArray:
+        a = self._aval
+        if a is None:
+            a = self._aval = ShapedArray(self._value.shape, self._value.dtype, self._weak_type)
+        return a
+
+    shape = property(lambda self: self._value.shape)
+    dtype = property(lambda self: self._value.dtype)
+    ndim = property(lambda self: self._value.ndim)
+    size = property(lambda self: self._value.size)
+    itemsize = property(lambda self: self._value.itemsize)
+    nbytes = property(lambda self: self._value.nbytes)
+    weak_type = property(lambda self: self._weak_type)
+
+    def __array__(self, dtype=None, copy=None):
+        if dtype is None or np.dtype(dtype) == self._value.dtype:
+            if copy:
+                return self._value.copy()
+            return self._value
+        return self._value.astype(dtype)
+
+    def __len__(self):
+        if self._value.ndim == 0:
+            raise TypeError("len() of unsized object (a 0-d Array)")
+        return len(self._value)
+
+    def __iter__(self):
+        if self._value.ndim == 0:
+            raise TypeError("iteration over a 0-d Array")
+        return (self[i] for i in range(self._value.shape[0]))
+
+    def __bool__(self):
+        return bool(self._value)
+
+    def __int__(self):
+        return int(self._value)
+
+    def __float__(self):
+        return float(self._value)
+
+    def __complex__(self):
+        return complex(self._value)
+
+    def __index__(self):
+        if not dtypes.is_integer(self._value.dtype) and self._value.dtype != np.bool_:
+            raise TypeError(f"only integer scalar Arrays can be converted to an index, "
+                            f"got dtype {self._value.dtype}")
+        return operator.index(self._value)
+
+    __hash__ = None  # unhashable, like JAX's Array
+
+    def item(self, *args):
+        return self._value.item(*args)
+
+    def tolist(self):
+        return self._value.tolist()
+
+    def to_concrete_value(self):
+        return self._value
+
+    def block_until_ready(self):
+        return self
+
+    def copy(self):
+        return Array(self._value.copy(), self._weak_type)
+
+    def __reduce__(self):
+        return (_rebuild_array, (np.array(self._value), self._weak_type))
+
+    def __repr__(self):
+        v = self._value
+        if v.size == 0 and v.ndim > 1 or v.size > 0:
+            body = np.array2string(v, separator=", ", prefix="Array(")
+        else:
+            body = "[]"
+        dt = v.dtype.name
+        if v.dtype == np.bool_:
+            dt = "bool"
+        weak = ", weak_type=True" if self._weak_type else ""
+        return f"Array({body}, dtype={dt}{weak})"
+
+    def __str__(self):
+        return str(self._value)
+
+    def __format__(self, spec):
+        if self._value.ndim == 0:
+            return format(self._value.item(), spec)
+        return format(str(self), spec)
+
+    def __dlpack__(self, *a, **k):
+        return self._value.__dlpack__(*a, **k)
+
+    def __dlpack_device__(self):
+        return self._value.__dlpack_device__()
+
+
+def _rebuild_array(value, weak_type):
+    return Array(value, weak_type)
+
+
+# ------------------------------ eager evaluation ----------------------------------------
+
+def get_aval(x) -> ShapedArray:
+    """The aval of any value: Tracer, Array, NumPy array/scalar, Python scalar."""
+    if isinstance(x, (Tracer, Array)):
+        return x.aval
+    if isinstance(x, np.ndarray):
+        return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype), False)
+    if isinstance(x, (bool, int, float, complex)):
+        dt, weak = dtypes.dtype_and_weak_type(x)
+        return ShapedArray((), dt, weak)
+    if isinstance(x, np.generic):
+        return ShapedArray((), dtypes.canonicalize_dtype(x.dtype), False)
+    if isinstance(x, (ShapedArray, AbstractToken)):
+        return x
+    if isinstance(x, ShapeDtypeStruct):
+        return x.aval
+    if x is None or isinstance(x, (str, bytes)):
+        raise TypeError(f"{x!r} of type {type(x).__name__} is not a valid array value")
+    try:
+        arr = np.asarray(x)
+    except Exception:
+        raise TypeError(f"value of type {type(x).__name__} is not a valid array value") from None
+    if arr.dtype == object:
+        raise TypeError(f"value of type {type(x).__name__} is not a valid array value")
+    return ShapedArray(arr.shape, dtypes.canonicalize_dtype(arr.dtype), False)
+
+
+def _python_scalar_to_numpy(x):
+    dt, _ = dtypes.dtype_and_weak_type(x)
+    return np.asarray(x, dtype=dt)
+
+
+def to_numpy(x) -> np.ndarray:
+    """A NumPy array of the canonical dtype for any concrete value (no copy when possible)."""
+    if isinstance(x, Array):
+        return x._value
+    if isinstance(x, np.ndarray):
+        dt = dtypes.canonicalize_dtype(x.dtype)
+        return x if dt == x.dtype else x.astype(dt)
+    if isinstance(x, (bool, int, float, complex)):
+        return _python_scalar_to_numpy(x)
+    if isinstance(x, Tracer):
+        v = x.to_concrete_value()
+        if v is None:
+            raise TracerArrayConversionError(x)
+        return to_numpy(v)
+    arr = np.asarray(x)
+    if arr.dtype == object:
+        raise TypeError(f"value of type {type(x).__name__} is not a valid array value")
+    dt = dtypes.canonicalize_dtype(arr.dtype)
+    return arr if dt == arr.dtype else arr.astype(dt)
+
+
+_abstract_eval_cache: dict = {}
+
+
+def abstract_eval_cached(primitive, avals, params):
+    """``primitive.abstract_eval`` memoised on (primitive, avals, params) when hashable."""
+    try:
+        key = (primitive, tuple(avals), tuple(params.items()))
+        hit = _abstract_eval_cache.get(key)
+    except TypeError:
+        key, hit = None, None
+    if hit is not None:
+        return hit
+    if primitive.abstract_eval is None:
+        raise NotImplementedError(f"Abstract evaluation for '{primitive.name}' not implemented")
+    out = primitive.abstract_eval(*avals, **params)
+    if not primitive.multiple_results:
+        out = [out] if not isinstance(out, (list, tuple)) else list(out)
+    out = list(out)
+    if key is not None and len(_abstract_eval_cache) < 100_000:
+        _abstract_eval_cache[key] = out
+    return out
+
+
+def eval_primitive(primitive, args, params):
+    """Run ``primitive``'s NumPy impl on concrete values; returns a list of Arrays."""
+    if primitive.impl is None:
+        raise NotImplementedError(f"Evaluation rule for '{primitive.name}' not implemented")
+    avals = [get_aval(a) for a in args]
+    out_avals = abstract_eval_cached(primitive, avals, params)
+    vals = [to_numpy(a) for a in args]
+    outs = primitive.impl(*vals, **params)
+    if not primitive.multiple_results:
+        outs = [outs]
+    result = []
+    for o, aval in zip_(outs, out_avals):
+        if isinstance(aval, AbstractToken):
+            result.append(o)
+            continue
+        o = np.asarray(o)
+        if o.dtype != aval.dtype:
+            o = o.astype(aval.dtype)
+        if o.shape != aval.shape:
+            raise AssertionError(f"impl of {primitive.name} returned shape {o.shape}, abstract "
+                                 f"eval says {aval.str_short()}")
+        result.append(Array(o, aval.weak_type))
+    return result
+
+
+# ------------------------- concreteness helpers for rules --------------------------------
+
+def concrete_or_error(fn, val, context: str = ""):
+    """``fn(concrete value of val)``; ConcretizationTypeError naming ``context`` if traced."""
+    if isinstance(val, Tracer):
+        v = val.to_concrete_value()
+        if v is None:
+            raise ConcretizationTypeError(val, context)
+        return fn(v)
+    if isinstance(val, Array):
+        return fn(val._value)
+    return fn(val)
+
+
+def is_concrete(x) -> bool:
+    return not isinstance(x, Tracer) or x.to_concrete_value() is not None
+
+
+def concrete_value(x):
+    """The concrete NumPy value of ``x``, or None if it is traced."""
+    if isinstance(x, Tracer):
+        v = x.to_concrete_value()
+        return None if v is None else to_numpy(v)
+    return to_numpy(x)
+
+
+def valid_jaxtype(x) -> bool:
+    try:
+        get_aval(x)
+    except TypeError:
+        return False
+    return True
+
+
+def check_valid_jaxtype(x, fun_name: str, what: str = "argument"):
+    if not valid_jaxtype(x):
+        raise TypeError(f"{fun_name}: {what} {x!r} of type {type(x).__name__} is not a valid "
+                        "array type (expected an Array, a NumPy array or a Python scalar)")
+
+
+def cur_level() -> int:
+    return len(trace_stack) - 1
+
+
+def raise_to_shaped(aval):
+    return aval
+
+
+def typeof(x):
+    return get_aval(x)

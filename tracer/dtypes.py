@@ -1,0 +1,265 @@
+"""dtypes and JAX's type-promotion lattice, with weak types for Python scalars.
+
+The lattice (JAX's, see "Type promotion semantics" in JAX's docs)::
+
+    b1 -> i* -> u8 -> u16 -> u32 -> u64 -> f*
+          i* -> i8 -> i16 -> i32 -> i64 -> f*
+          u8 -> i16,  u16 -> i32,  u32 -> i64
+    f* -> f16 -> f32 -> f64 -> c128,  f* -> c* -> c64 -> c128,  f32 -> c64
+
+``i*``, ``f*`` and ``c*`` are the weak kinds of Python int, float and complex scalars: they
+take the width of whatever they meet (``float32_array * 2.0`` stays float32). A result that
+lands on a weak kind is weakly typed and materialises as the default dtype of that kind
+(int64/float64/complex128 with ``enable_x64``, else the 32-bit ones).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from tracer.config import config
+
+bool_ = np.dtype(np.bool_)
+int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
+float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
+complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
+
+# JAX's tangent dtype for integer and boolean primals.
+float0 = np.dtype([("float0", np.void, 0)])
+
+SUPPORTED_DTYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+                    float16, float32, float64, complex64, complex128)
+_SUPPORTED = frozenset(SUPPORTED_DTYPES)
+
+_64_TO_32 = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
+
+
+def default_int_dtype() -> np.dtype:
+    return int64 if config.enable_x64 else int32
+
+
+def default_uint_dtype() -> np.dtype:
+    return uint64 if config.enable_x64 else uint32
+
+
+def default_float_dtype() -> np.dtype:
+    return float64 if config.enable_x64 else float32
+
+
+def default_complex_dtype() -> np.dtype:
+    return complex128 if config.enable_x64 else complex64
+
+
+def canonicalize_dtype(dtype) -> np.dtype:
+    """The dtype arrays of ``dtype`` get: 64-bit types become 32-bit without enable_x64.
+
+    Raises TypeError for dtypes outside the supported set (strings, objects, float128...).
+    """
+    dt = np.dtype(dtype)
+    if dt == float0:
+        return dt
+    if dt not in _SUPPORTED:
+        raise TypeError(f"dtype {dt} is not supported by tracer; supported dtypes are "
+                        f"{', '.join(d.name for d in SUPPORTED_DTYPES)}")
+    if not config.enable_x64:
+        return _64_TO_32.get(dt, dt)
+    return dt
+
+
+def is_integer(dtype) -> bool:
+    return np.issubdtype(dtype, np.integer)
+
+
+def is_signed_integer(dtype) -> bool:
+    return np.issubdtype(dtype, np.signedinteger)
+
+
+def is_unsigned_integer(dtype) -> bool:
+    return np.issubdtype(dtype, np.unsignedinteger)
+
+
+def is_floating(dtype) -> bool:
+    return np.issubdtype(dtype, np.floating)
+
+
+def is_complex(dtype) -> bool:
+    return np.issubdtype(dtype, np.complexfloating)
+
+
+def is_inexact(dtype) -> bool:
+    return np.issubdtype(dtype, np.inexact)
+
+
+def is_bool(dtype) -> bool:
+    return np.dtype(dtype) == bool_
+
+
+def issubdtype(a, b) -> bool:
+    return np.issubdtype(a, b)
+
+
+def finfo(dtype):
+    return np.finfo(dtype)
+
+
+def iinfo(dtype):
+    return np.iinfo(dtype)
+
+
+def real_dtype(dtype) -> np.dtype:
+    """complex64 -> float32, complex128 -> float64, others unchanged."""
+    dt = np.dtype(dtype)
+    if dt == complex64:
+        return float32
+    if dt == complex128:
+        return float64
+    return dt
+
+
+def complex_dtype_for(dtype) -> np.dtype:
+    """float32/float16 -> complex64, float64 -> complex128, complex unchanged."""
+    dt = np.dtype(dtype)
+    if is_complex(dt):
+        return dt
+    return complex128 if dt == float64 else complex64
+
+
+# --------------------------------- the lattice ---------------------------------------
+
+# Lattice nodes: concrete dtypes plus the three weak kinds.
+_I, _F, _C = "i*", "f*", "c*"
+_WEAK_KINDS = (_I, _F, _C)
+
+_LATTICE = {
+    bool_: [_I],
+    _I: [uint8, int8],
+    uint8: [int16, uint16], uint16: [int32, uint32], uint32: [int64, uint64], uint64: [_F],
+    int8: [int16], int16: [int32], int32: [int64], int64: [_F],
+    _F: [float16, _C],
+    float16: [float32], float32: [float64, complex64], float64: [complex128],
+    _C: [complex64], complex64: [complex128], complex128: [],
+}
+
+
+def _upper_bounds():
+    ub = {}
+
+    def visit(n):
+        if n not in ub:
+            s = {n}
+            for m in _LATTICE[n]:
+                s |= visit(m)
+            ub[n] = frozenset(s)
+        return ub[n]
+
+    for n in _LATTICE:
+        visit(n)
+    return ub
+
+
+_UB = _upper_bounds()
+
+
+@functools.lru_cache(maxsize=None)
+def _lub(nodes: frozenset):
+    common = frozenset.intersection(*(_UB[n] for n in nodes))
+    # The least upper bound is the common bound that every other common bound lies above.
+    for c in common:
+        if all(o in _UB[c] for o in common):
+            return c
+    raise TypeError(f"no common type for {nodes}")  # unreachable for this lattice
+
+
+def _node_of(dtype, weak: bool):
+    dt = np.dtype(dtype)
+    if weak:
+        if dt == bool_:
+            return bool_
+        if is_integer(dt):
+            return _I
+        if is_floating(dt):
+            return _F
+        if is_complex(dt):
+            return _C
+    if dt == float0:
+        raise TypeError("float0 arrays (tangents of integer values) do not take part in "
+                        "type promotion")
+    if dt not in _SUPPORTED:
+        raise TypeError(f"dtype {dt} is not supported by tracer")
+    return dt
+
+
+def _materialize(node) -> np.dtype:
+    if node == _I:
+        return default_int_dtype()
+    if node == _F:
+        return default_float_dtype()
+    if node == _C:
+        return default_complex_dtype()
+    return canonicalize_dtype(node)
+
+
+def promote_types(a, b) -> np.dtype:
+    """The dtype two (non-weak) dtypes promote to (``jax.numpy.promote_types``).
+
+    Example: int8 with uint8 -> int16; int64 with uint64 -> float64; float16 with int64 ->
+    float16 (JAX's lattice, not NumPy's value-preserving table).
+    """
+    return _materialize(_lub(frozenset((_node_of(a, False), _node_of(b, False)))))
+
+
+def dtype_and_weak_type(x):
+    """(dtype, weak_type) of any value: Python scalar, NumPy array/scalar, dtype, or Array."""
+    if isinstance(x, bool):
+        return bool_, False
+    if isinstance(x, int):
+        return default_int_dtype(), True
+    if isinstance(x, float):
+        return default_float_dtype(), True
+    if isinstance(x, complex):
+        return default_complex_dtype(), True
+    aval = getattr(x, "aval", None)
+    if aval is not None:
+        return aval.dtype, aval.weak_type
+    if hasattr(x, "dtype"):
+        return np.dtype(x.dtype), False
+    try:
+        return np.dtype(x), False
+    except TypeError:
+        raise TypeError(f"cannot determine the dtype of {type(x).__name__} {x!r}") from None
+
+
+def result_type(*args, return_weak_type_flag: bool = False):
+    """The dtype of a NumPy-style operation on ``args`` (``jax.numpy.result_type``).
+
+    ``args`` may mix dtypes, arrays and Python scalars; Python scalars are weakly typed.
+    Returns the canonical dtype (and the weak-type flag when asked).
+    """
+    if not args:
+        raise ValueError("result_type: at least one argument is required")
+    nodes = set()
+    for a in args:
+        dt, weak = dtype_and_weak_type(a)
+        nodes.add(_node_of(dt, weak))
+    node = _lub(frozenset(nodes))
+    weak = node in _WEAK_KINDS
+    out = _materialize(node)
+    return (out, weak) if return_weak_type_flag else out
+
+
+def dtype(x) -> np.dtype:
+    """The canonical dtype of a value (``jax.numpy.dtype``)."""
+    return canonicalize_dtype(dtype_and_weak_type(x)[0])
+
+
+def short_name(dt) -> str:
+    """JAX's short dtype names used in jaxprs: f32, i64, u8, bool, c64, float0."""
+    dt = np.dtype(dt)
+    if dt == float0:
+        return "float0"
+    if dt == bool_:
+        return "bool"
+    kind = {"f": "f", "i": "i", "u": "u", "c": "c"}[dt.kind]
+    return f"{kind}{dt.itemsize * 8}"

@@ -1,0 +1,431 @@
+"""Automatic differentiation: forward mode (JVPTrace), linearize (jvp + partial eval) and
+reverse mode (transposition of the linear jaxpr).
+
+Rule registries (filled by ``lax``):
+
+- ``primitive_jvps[p](primals, tangents, **params) -> (primals_out, tangents_out)``, lists;
+  tangents may be symbolic ``Zero``s, which rules never materialize without need.
+- ``primitive_transposes[p](cts, *args, **params) -> [ct | None]``: linear inputs arrive
+  as ``UndefinedPrimal(aval)``; cts may be ``Zero``.
+
+Family helpers: ``defjvp`` (one rule per argument), ``defjvp_zero`` (non-differentiable
+outputs, e.g. comparisons), ``deflinear`` (jvp and transpose from one linear rule),
+``defbilinear``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from tracer import dtypes
+from tracer.core import (Array, Primitive, ShapedArray, Trace, Tracer, full_lower, full_raise,
+                         get_aval, new_main, safe_map, safe_zip)
+from tracer.interpreters import partial_eval as pe
+from tracer.jaxpr import DropVar, Jaxpr, Literal, Var, eval_jaxpr
+
+primitive_jvps: dict = {}
+primitive_transposes: dict = {}
+
+
+class Zero:
+    """A symbolic zero tangent/cotangent of a given aval."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Zero({self.aval.str_short()})"
+
+    @staticmethod
+    def from_primal_value(x):
+        return Zero(get_aval(x).at_least_vspace())
+
+
+class UndefinedPrimal:
+    """A linear input of an equation being transposed."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"UndefinedPrimal({self.aval.str_short()})"
+
+
+def is_undefined_primal(x) -> bool:
+    return type(x) is UndefinedPrimal
+
+
+def zeros_like_aval(aval):
+    """A materialized zero of ``aval`` (traceable: a broadcast of a scalar)."""
+    if aval.dtype == dtypes.float0:
+        return Array(np.zeros(aval.shape, dtypes.float0))
+    import lax  # lax registers its rules with us; the import is deferred to break the cycle
+    return lax.full(aval.shape, 0, aval.dtype)
+
+
+def unbroadcast(aval, ct):
+    """Sum ``ct`` down to ``aval``'s shape when the operand was a broadcasting scalar."""
+    if type(ct) is Zero or ct is None:
+        return ct
+    if aval.shape == () and get_aval(ct).shape != ():
+        import lax
+        return lax.reduce_sum(ct, tuple(range(get_aval(ct).ndim)))
+    return ct
+
+
+def instantiate_zeros(t):
+    return zeros_like_aval(t.aval) if type(t) is Zero else t
+
+
+# ---------------------------------- add_any ---------------------------------------------
+# Tangent and cotangent accumulation: x + y for two values of the same aval.
+
+add_any_p = Primitive("add_any")
+
+
+def _add_any_abstract_eval(x, y):
+    if x.shape != y.shape or x.dtype != y.dtype:
+        raise TypeError(f"add_any: operands must have equal types, got {x.str_short()} and "
+                        f"{y.str_short()}")
+    return ShapedArray(x.shape, x.dtype, x.weak_type and y.weak_type)
+
+
+add_any_p.def_abstract_eval(_add_any_abstract_eval)
+add_any_p.def_impl(lambda x, y: np.add(x, y))
+
+
+def add_tangents(x, y):
+    if type(x) is Zero:
+        return y
+    if type(y) is Zero:
+        return x
+    return add_any_p.bind(x, y)
+
+
+def _add_any_jvp(primals, tangents):
+    return [add_any_p.bind(*primals)], [add_tangents(*tangents)]
+
+
+def _add_any_transpose(cts, x, y):
+    (ct,) = cts
+    return [ct, ct]
+
+
+primitive_jvps[add_any_p] = _add_any_jvp
+primitive_transposes[add_any_p] = _add_any_transpose
+
+
+# ---------------------------------- forward mode ----------------------------------------
+
+class JVPTracer(Tracer):
+    __slots__ = ("primal", "tangent")
+
+    def __init__(self, trace, primal, tangent):
+        self._trace = trace
+        self.primal = primal
+        self.tangent = tangent
+
+    @property
+    def aval(self):
+        return get_aval(self.primal)
+
+    def to_concrete_value(self):
+        p = self.primal
+        if isinstance(p, Tracer):
+            return p.to_concrete_value()
+        if isinstance(p, Array):
+            return p._value
+        return p
+
+
+class JVPTrace(Trace):
+    def pure(self, val):
+        return JVPTracer(self, val, Zero.from_primal_value(val))
+
+    lift = pure
+
+    def process_primitive(self, primitive, tracers, params):
+        primals_in = [t.primal for t in tracers]
+        tangents_in = [t.tangent for t in tracers]
+        rule = primitive_jvps.get(primitive)
+        if rule is None:
+            raise NotImplementedError(f"Differentiation rule for '{primitive.name}' not "
+                                      "implemented")
+        primals_out, tangents_out = rule(primals_in, tangents_in, **params)
+        return [JVPTracer(self, x, t) for x, t in zip(primals_out, tangents_out)]
+
+
+def jvp_flat(f: Callable, primals, tangents, instantiate=True):
+    """Forward mode on flat lists. ``tangents`` may hold Zeros. Returns (primals_out,
+    tangents_out); with ``instantiate`` zero tangents are materialized."""
+    with new_main(JVPTrace) as main:
+        trace = JVPTrace(main)
+        tracers_in = [JVPTracer(trace, x, t) for x, t in zip(primals, tangents)]
+        outs = f(*tracers_in)
+        tracers_out = [full_raise(trace, o) for o in outs]
+        primals_out = [full_lower(t.primal) for t in tracers_out]
+        tangents_out = [t.tangent for t in tracers_out]
+    if instantiate is True:
+        instantiate = [True] * len(tangents_out)
+    elif instantiate is False:
+        instantiate = [False] * len(tangents_out)
+    tangents_out = [instantiate_zeros(t) if inst else t
+                    for t, inst in zip(tangents_out, instantiate)]
+    tangents_out = [t if type(t) is Zero else full_lower(t) for t in tangents_out]
+    return primals_out, tangents_out
+
+
+# ------------------------------------- helpers ------------------------------------------
+
+def _match_shape(contrib, out):
+    # Rank-0 operands of element-wise ops broadcast: so does their tangent contribution.
+    shape = get_aval(out).shape
+    if get_aval(contrib).shape != shape:
+        import lax
+        contrib = lax.broadcast_in_dim(contrib, shape, ())
+    return contrib
+
+
+def defjvp(primitive, *jvp_rules):
+    """One rule per argument: ``rule(g, *primals, **params) -> tangent contribution``;
+    None for arguments the output does not depend on differentiably."""
+
+    def rule(primals, tangents, **params):
+        out = primitive.bind(*primals, **params)
+        result = None
+        for r, t in zip(jvp_rules, tangents):
+            if r is None or type(t) is Zero:
+                continue
+            contrib = _match_shape(r(t, *primals, **params), out)
+            result = contrib if result is None else add_tangents(result, contrib)
+        if result is None:
+            result = Zero.from_primal_value(out)
+        return [out], [result]
+
+    primitive_jvps[primitive] = rule
+    return rule
+
+
+def defjvp2(primitive, *jvp_rules):
+    """Like ``defjvp`` but each rule also receives the output: ``rule(g, ans, *primals)``."""
+
+    def rule(primals, tangents, **params):
+        out = primitive.bind(*primals, **params)
+        result = None
+        for r, t in zip(jvp_rules, tangents):
+            if r is None or type(t) is Zero:
+                continue
+            contrib = _match_shape(r(t, out, *primals, **params), out)
+            result = contrib if result is None else add_tangents(result, contrib)
+        if result is None:
+            result = Zero.from_primal_value(out)
+        return [out], [result]
+
+    primitive_jvps[primitive] = rule
+    return rule
+
+
+def defjvp_zero(primitive):
+    """The outputs are not differentiable (integer/bool results, e.g. comparisons)."""
+
+    def rule(primals, tangents, **params):
+        outs = primitive.bind(*primals, **params)
+        outs = outs if primitive.multiple_results else [outs]
+        return outs, [Zero.from_primal_value(o) for o in outs]
+
+    primitive_jvps[primitive] = rule
+    return rule
+
+
+def deflinear(primitive, transpose_rule):
+    """A primitive linear in all its array arguments: its jvp applies it to the tangents
+    (zeros stay symbolic). ``transpose_rule(cts, *args, **params) -> [ct | None]``."""
+
+    def jvp(primals, tangents, **params):
+        out = primitive.bind(*primals, **params)
+        outs = out if primitive.multiple_results else [out]
+        if all(type(t) is Zero for t in tangents):
+            return outs, [Zero.from_primal_value(o) for o in outs]
+        t_out = primitive.bind(*[instantiate_zeros(t) for t in tangents], **params)
+        return outs, (t_out if primitive.multiple_results else [t_out])
+
+    primitive_jvps[primitive] = jvp
+    primitive_transposes[primitive] = transpose_rule
+
+
+def defbilinear(primitive, lhs_rule, rhs_rule):
+    """``primitive(x, y)`` linear in each argument separately (mul, dot_general).
+    ``lhs_rule(ct, x_undefined, y, **params)`` gives x's cotangent, ``rhs_rule`` y's."""
+    defjvp(primitive,
+           lambda g, x, y, **params: primitive.bind(g, y, **params),
+           lambda g, x, y, **params: primitive.bind(x, g, **params))
+
+    def transpose(cts, x, y, **params):
+        (ct,) = cts
+        if type(ct) is Zero:
+            return [None, None]
+        if is_undefined_primal(x) and is_undefined_primal(y):
+            raise ValueError(f"transpose of {primitive.name}: both operands are linear "
+                             "(the program is not linear in its inputs)")
+        if is_undefined_primal(x):
+            return [unbroadcast(x.aval, lhs_rule(ct, x, y, **params)), None]
+        return [None, unbroadcast(y.aval, rhs_rule(ct, x, y, **params))]
+
+    primitive_transposes[primitive] = transpose
+
+
+# ------------------------------------ linearize -----------------------------------------
+
+def tangent_aval(x):
+    return get_aval(x).at_least_vspace().strip_weak_type()
+
+
+def linearize(f: Callable, primals):
+    """Flat linearize: returns (primals_out, f_lin) where f_lin maps input tangents (one
+    per primal; ignored for integer primals) to output tangents (materialized)."""
+    primals_out, lin = _linearize(f, primals)
+    return primals_out, lin
+
+
+def _linearize(f, primals):
+    """jvp + partial evaluation: the primal computation runs now (known), the tangent
+    computation is staged into a linear jaxpr (unknown)."""
+    inexact = [dtypes.is_inexact(get_aval(x).dtype) for x in primals]
+    n = len(primals)
+    info: dict = {}
+
+    def f_jvp(*args):
+        prims, tans_known = args[:n], iter(args[n:])
+        tans = [next(tans_known) if ok else Zero.from_primal_value(x)
+                for x, ok in zip(prims, inexact)]
+        primals_out, tangents_out = jvp_flat(f, prims, tans, instantiate=False)
+        info["zero_out"] = [type(t) is Zero for t in tangents_out]
+        info["out_avals"] = [tangent_aval(p) for p in primals_out]
+        return [*primals_out, *[t for t in tangents_out if type(t) is not Zero]]
+
+    pvals_in = ([pe.PartialVal.known(x) for x in primals] +
+                [pe.PartialVal.unknown(tangent_aval(x))
+                 for x, ok in zip(primals, inexact) if ok])
+    with new_main(pe.PartialEvalTrace) as main:
+        trace = pe.PartialEvalTrace(main)
+        tracers_in = [trace.new_arg(pval) for pval in pvals_in]
+        outs = f_jvp(*tracers_in)
+        tracers_out = [full_raise(trace, o) for o in outs]
+        m = len(info["zero_out"])
+        primal_pvals = [t.pval for t in tracers_out[:m]]
+        assert all(p.is_known for p in primal_pvals), "primal output depends on a tangent"
+        tangent_tracers = [trace.instantiate_const(t) for t in tracers_out[m:]]
+        unk_in = [t for t in tracers_in if t.pval.is_unknown]
+        jaxpr, consts = pe.tracers_to_jaxpr(unk_in, tangent_tracers)
+    primals_out = [full_lower(p.const) for p in primal_pvals]
+    lin = LinearFunction(jaxpr, consts, inexact, [get_aval(x) for x in primals],
+                         info["out_avals"], info["zero_out"])
+    return primals_out, lin
+
+
+class LinearFunction:
+    """The linear map of ``linearize``: a jaxpr over (consts, tangents of inexact inputs)."""
+
+    def __init__(self, jaxpr, consts, inexact, in_avals, out_avals, zero_out):
+        self.jaxpr = jaxpr
+        self.consts = consts
+        self.inexact = inexact
+        self.in_avals = in_avals
+        self.out_avals = out_avals
+        self.zero_out = zero_out
+
+    def __call__(self, *tangents):
+        if len(tangents) != len(self.inexact):
+            raise TypeError(f"linearized function takes {len(self.inexact)} tangents, got "
+                            f"{len(tangents)}")
+        tans = [t for t, ok in zip(tangents, self.inexact) if ok]
+        outs = iter(eval_jaxpr(self.jaxpr, [], *self.consts, *tans))
+        return [zeros_like_aval(a) if z else next(outs)
+                for a, z in zip(self.out_avals, self.zero_out)]
+
+    def transpose(self, cts):
+        """Cotangents of the inputs (float0 zeros for integer inputs) given output cts."""
+        cts_nonzero = [ct for ct, z in zip(cts, self.zero_out) if not z]
+        n_consts = len(self.consts)
+        args = list(self.consts) + [UndefinedPrimal(v.aval)
+                                    for v in self.jaxpr.invars[n_consts:]]
+        cts_in = iter(backward_pass(self.jaxpr, args, cts_nonzero))
+        out = []
+        for aval, ok in zip(self.in_avals, self.inexact):
+            if ok:
+                ct = next(cts_in)
+                out.append(instantiate_zeros(ct) if type(ct) is Zero else ct)
+            else:
+                out.append(Array(np.zeros(aval.shape, dtypes.float0)))
+        return out
+
+
+# ---------------------------------- transposition ---------------------------------------
+
+def backward_pass(jaxpr: Jaxpr, args, cts):
+    """Transpose ``jaxpr``: ``args`` holds values for the non-linear inputs and
+    ``UndefinedPrimal`` for the linear ones; returns the cotangents (possibly ``Zero``) of
+    the linear inputs, in order."""
+    primal_env: dict = {}
+    ct_env: dict = {}
+
+    def read_primal(x):
+        if type(x) is Literal:
+            return x.val
+        return primal_env.get(x, UndefinedPrimal(x.aval))
+
+    def write_primal(v, val):
+        if not is_undefined_primal(val):
+            primal_env[v] = val
+
+    def read_cotangent(v):
+        return ct_env.pop(v, Zero(v.aval.at_least_vspace().strip_weak_type()))
+
+    def write_cotangent(x, ct):
+        if type(x) is not Var or ct is None or type(ct) is Zero:
+            return
+        prev = ct_env.get(x)
+        ct_env[x] = ct if prev is None else add_tangents(prev, ct)
+
+    for v, a in zip(jaxpr.invars, args):
+        write_primal(v, a)
+    # Forward: evaluate the equations that do not touch linear inputs (non-linear parts
+    # that partial evaluation left in, e.g. inside sub-jaxprs).
+    linear_eqns = []
+    for eqn in jaxpr.eqns:
+        ins = [read_primal(x) for x in eqn.invars]
+        if any(is_undefined_primal(x) for x in ins):
+            linear_eqns.append(eqn)
+        else:
+            outs = eqn.primitive.bind(*ins, **eqn.params)
+            outs = outs if eqn.primitive.multiple_results else [outs]
+            for v, o in zip(eqn.outvars, outs):
+                write_primal(v, o)
+    for v, ct in zip(jaxpr.outvars, cts):
+        write_cotangent(v, ct)
+    for eqn in reversed(linear_eqns):
+        cts_in = [read_cotangent(v) if type(v) is not DropVar else Zero(v.aval)
+                  for v in eqn.outvars]
+        if all(type(c) is Zero for c in cts_in):
+            continue
+        primals_in = [read_primal(x) for x in eqn.invars]
+        rule = primitive_transposes.get(eqn.primitive)
+        if rule is None:
+            raise NotImplementedError(f"Transpose rule (for reverse-mode differentiation) for "
+                                      f"'{eqn.primitive.name}' not implemented")
+        cts_out = rule(cts_in, *primals_in, **eqn.params)
+        for x, ct in zip(eqn.invars, cts_out):
+            if type(x) is Var and is_undefined_primal(read_primal(x)):
+                write_cotangent(x, ct)
+    return [read_cotangent(v) for v, a in zip(jaxpr.invars, args) if is_undefined_primal(a)]
+
+
+def vjp_flat(f: Callable, primals):
+    """Returns (primals_out, f_vjp) with f_vjp(cts_out) -> cts_in (one per primal)."""
+    primals_out, lin = _linearize(f, primals)
+    return primals_out, lin.transpose, lin

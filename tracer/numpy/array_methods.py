@@ -1,0 +1,146 @@
+"""Operators and methods shared by ``Array`` and ``Tracer``, attached once to both classes
+(JAX's ``_set_shaped_array_attributes``): ``x + y``, ``x @ y``, ``x[i]``, ``x.sum()``,
+``x.reshape(...)``, ``x.T``, ``x.at[...]``..."""
+from __future__ import annotations
+
+import numpy as np
+
+import lax
+from tracer.core import Array, Tracer, get_aval
+from tracer.numpy import creation, indexing, manipulation, reductions, ufuncs
+
+
+def _defer_to_unrecognized(binary):
+    # Let other types (e.g. objects implementing __radd__) take over, as NumPy does.
+    def op(self, other):
+        if not isinstance(other, (Array, Tracer, np.ndarray, np.generic, bool, int, float,
+                                  complex, list, tuple)):
+            return NotImplemented
+        return binary(self, other)
+    return op
+
+
+def _swap(f):
+    return lambda x, y: f(y, x)
+
+
+_binary_ops = {
+    "add": ufuncs.add, "sub": ufuncs.subtract, "mul": ufuncs.multiply,
+    "truediv": ufuncs.true_divide, "floordiv": ufuncs.floor_divide, "mod": ufuncs.remainder,
+    "pow": ufuncs.power, "matmul": manipulation.matmul, "and": ufuncs.bitwise_and,
+    "or": ufuncs.bitwise_or, "xor": ufuncs.bitwise_xor, "lshift": ufuncs.left_shift,
+    "rshift": ufuncs.right_shift, "divmod": ufuncs.divmod,
+}
+
+
+def _getitem(self, idx):
+    return indexing.getitem(self, idx)
+
+
+def _astype(self, dtype, copy=False):
+    return lax.convert_element_type(self, dtype)
+
+
+def _reshape(self, *args, order="C"):
+    shape = args[0] if len(args) == 1 and not isinstance(args[0], int) else args
+    return manipulation.reshape(self, shape, order)
+
+
+def _transpose(self, *args):
+    axes = None
+    if len(args) == 1 and args[0] is not None and not isinstance(args[0], int):
+        axes = args[0]
+    elif args:
+        axes = args
+    return manipulation.transpose(self, axes)
+
+
+def _T(self):
+    return manipulation.transpose(self)
+
+
+def _mT(self):
+    return manipulation.matrix_transpose(self)
+
+
+def _real(self):
+    return ufuncs.real(self)
+
+
+def _imag(self):
+    return ufuncs.imag(self)
+
+
+def _flatten(self, order="C"):
+    return manipulation.ravel(self, order)
+
+
+def _bool_checked_item(self, *args):
+    if isinstance(self, Tracer):
+        v = self.to_concrete_value()
+        if v is None:
+            from tracer.errors import ConcretizationTypeError
+            raise ConcretizationTypeError(self, "in .item()")
+        return np.asarray(v).item(*args)
+    return self._value.item(*args)
+
+
+class _IndexUpdateHelper:
+    """``x.at[idx]``: functional updates (``.set``, ``.add``, ``.get``, ...)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getitem__(self, idx):
+        from tracer.numpy import index_update
+        return index_update.IndexUpdateRef(self.array, idx)
+
+
+def _at(self):
+    return _IndexUpdateHelper(self)
+
+
+_methods = {
+    "__getitem__": _getitem,
+    "__neg__": ufuncs.negative, "__pos__": ufuncs.positive, "__abs__": ufuncs.absolute,
+    "__invert__": ufuncs.invert,
+    "__eq__": _defer_to_unrecognized(ufuncs.equal),
+    "__ne__": _defer_to_unrecognized(ufuncs.not_equal),
+    "__lt__": _defer_to_unrecognized(ufuncs.less),
+    "__le__": _defer_to_unrecognized(ufuncs.less_equal),
+    "__gt__": _defer_to_unrecognized(ufuncs.greater),
+    "__ge__": _defer_to_unrecognized(ufuncs.greater_equal),
+    "astype": _astype, "reshape": _reshape, "transpose": _transpose, "ravel": _flatten,
+    "flatten": _flatten, "squeeze": manipulation.squeeze, "swapaxes": manipulation.swapaxes,
+    "clip": lambda self, min=None, max=None: manipulation.clip(self, min, max),
+    "round": lambda self, decimals=0: ufuncs.round(self, decimals),
+    "conj": ufuncs.conjugate, "conjugate": ufuncs.conjugate,
+    "sum": reductions.sum, "prod": reductions.prod, "max": reductions.max,
+    "min": reductions.min, "mean": reductions.mean, "var": reductions.var,
+    "std": reductions.std, "any": reductions.any, "all": reductions.all,
+    "argmax": reductions.argmax, "argmin": reductions.argmin, "ptp": reductions.ptp,
+    "dot": manipulation.dot, "repeat": manipulation.repeat,
+}
+_properties = {"T": _T, "mT": _mT, "real": _real, "imag": _imag, "at": _at}
+
+
+def _install():
+    for name, fn in _binary_ops.items():
+        for cls in (Array, Tracer):
+            setattr(cls, f"__{name}__", _defer_to_unrecognized(fn))
+            setattr(cls, f"__r{name}__", _defer_to_unrecognized(_swap(fn)))
+    for cls in (Array, Tracer):
+        for name, fn in _methods.items():
+            setattr(cls, name, fn)
+        for name, fn in _properties.items():
+            setattr(cls, name, property(fn))
+        cls.__array_namespace__ = lambda self, api_version=None: __import__(
+            "tracer.numpy", fromlist=["numpy"])
+    Tracer.item = _bool_checked_item
+    # Arrays stay unhashable despite defining __eq__.
+    Array.__hash__ = None
+
+
+_install()

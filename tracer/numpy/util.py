@@ -1,0 +1,150 @@
+"""Shared machinery of tracer.numpy: argument checks, NumPy-style dtype promotion (JAX's
+lattice, weak types) and shape broadcasting, both expressed with lax primitives."""
+from __future__ import annotations
+
+import numpy as np
+
+import lax
+from tracer import dtypes
+from tracer.core import Array, Tracer, get_aval, to_numpy
+
+_PY_SCALARS = (bool, int, float, complex)
+
+
+def check_arraylike(fname: str, *args):
+    for i, a in enumerate(args):
+        if not is_arraylike(a):
+            raise TypeError(f"{fname} requires array-like arguments (Array, NumPy array or "
+                            f"Python scalar); argument {i} is {type(a).__name__}: {a!r}")
+
+
+def is_arraylike(x) -> bool:
+    return isinstance(x, (Array, Tracer, np.ndarray, np.generic) + _PY_SCALARS) or \
+        hasattr(x, "__array__") and not isinstance(x, (str, bytes))
+
+
+def as_operand(x, fname="tracer.numpy"):
+    """``x`` as something lax accepts: Tracers and Arrays pass; NumPy values and Python
+    scalars (weakly typed) become Arrays; lists/tuples of numbers become arrays."""
+    if isinstance(x, (Tracer, Array)):
+        return x
+    if isinstance(x, _PY_SCALARS):
+        dt, weak = dtypes.dtype_and_weak_type(x)
+        return Array(np.asarray(x, dt), weak)
+    if isinstance(x, (list, tuple)):
+        from tracer.numpy.creation import array
+        return array(x)
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{fname}: {type(x).__name__} {x!r} is not a valid array argument")
+    try:
+        return Array(to_numpy(x))
+    except TypeError:
+        raise TypeError(f"{fname}: {type(x).__name__} is not a valid array argument") from None
+
+
+def promote_dtypes(*args):
+    """Convert ``args`` to their common dtype (weak types taken into account)."""
+    if len(args) < 1:
+        return []
+    dt, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+    return [_convert(as_operand(a), dt, weak) for a in args]
+
+
+def _convert(a, dt, weak):
+    aval = get_aval(a)
+    if aval.dtype == dt and aval.weak_type == weak:
+        return a
+    if isinstance(a, Array):
+        # Constants convert now (no equation in traced programs), as JAX's literals do.
+        from lax.elementwise import _convert_np
+        return Array(np.asarray(_convert_np(a._value, dt)), weak)
+    return lax.convert_element_type_p.bind(a, new_dtype=dt, weak_type=weak)
+
+
+def promote_dtypes_inexact(*args):
+    """Like ``promote_dtypes`` but integers and bools go to the default float."""
+    dt, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+    if not dtypes.is_inexact(dt):
+        dt = dtypes.default_float_dtype()
+        weak = weak  # a weak int promotes to a weak float, as in JAX
+    return [_convert(as_operand(a), dt, weak) for a in args]
+
+
+def broadcast_shapes(*shapes, fname="broadcast_shapes"):
+    """NumPy's broadcasting of shapes; ValueError naming all shapes when incompatible."""
+    nd = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(nd):
+        size = 1
+        for s in shapes:
+            k = len(s) - nd + i
+            if k < 0:
+                continue
+            d = s[k]
+            if d == 1:
+                continue
+            if size == 1:
+                size = d
+            elif d != size:
+                raise ValueError(f"{fname}: incompatible shapes for broadcasting: "
+                                 f"{', '.join(str(tuple(s)) for s in shapes)}")
+        out.append(size)
+    return tuple(out)
+
+
+def broadcast_to_shape(x, shape):
+    aval = get_aval(x)
+    if aval.shape == tuple(shape):
+        return x
+    nd = len(shape)
+    if aval.ndim > nd:
+        raise ValueError(f"cannot broadcast an array of shape {aval.shape} to shape {shape}")
+    dims = tuple(range(nd - aval.ndim, nd))
+    for i, d in enumerate(dims):
+        if aval.shape[i] not in (1, shape[d]):
+            raise ValueError(f"cannot broadcast an array of shape {aval.shape} to shape "
+                             f"{tuple(shape)}")
+    # Size-1 dims that must grow: squeeze them out first, then broadcast_in_dim.
+    keep = [i for i in range(aval.ndim) if not (aval.shape[i] == 1 and shape[dims[i]] != 1)]
+    if len(keep) != aval.ndim:
+        x = lax.reshape(x, tuple(aval.shape[i] for i in keep))
+        dims = tuple(dims[i] for i in keep)
+    return lax.broadcast_in_dim(x, tuple(shape), dims)
+
+
+def promote_shapes(fname, *args):
+    """Broadcast ``args`` to a common shape; rank-0 operands are left as they are (lax's
+    element-wise ops broadcast scalars)."""
+    shapes = [get_aval(a).shape for a in args]
+    if all(s == shapes[0] for s in shapes):
+        return list(args)
+    shape = broadcast_shapes(*shapes, fname=fname)
+    return [a if get_aval(a).shape == () else broadcast_to_shape(a, shape) for a in args]
+
+
+def promote_args(fname, *args):
+    check_arraylike(fname, *args)
+    return promote_shapes(fname, *promote_dtypes(*args))
+
+
+def promote_args_inexact(fname, *args):
+    check_arraylike(fname, *args)
+    return promote_shapes(fname, *promote_dtypes_inexact(*args))
+
+
+def canonicalize_axis_tuple(axis, ndim, fname):
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        axes = tuple(int(a) for a in axis)
+    else:
+        axes = (int(axis),)
+    out = []
+    for a in axes:
+        if not -ndim <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
+            raise np.exceptions.AxisError(f"{fname}: axis {a} is out of bounds for array of "
+                                          f"dimension {ndim}")
+        out.append(a % ndim if ndim else 0)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{fname}: repeated axis in {axis}")
+    return tuple(out)

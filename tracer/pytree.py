@@ -1,0 +1,390 @@
+"""Pytrees: nested containers of leaves, flattened to a list of leaves and a treedef.
+
+Containers: tuple, list, dict (flattened in sorted-key order), None (no leaves),
+namedtuple, OrderedDict (insertion order), and anything registered with
+``register_pytree_node`` / ``register_pytree_node_class`` / ``register_dataclass``.
+Mirrors ``jax.tree_util``.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+
+class _NodeType(NamedTuple):
+    to_iterable: Callable      # node -> (children, aux_data)
+    from_iterable: Callable    # (aux_data, children) -> node
+    keys: Callable | None      # (node, aux_data) -> list of key-path entries
+
+
+_registry: dict[type, _NodeType] = {}
+
+
+def register_pytree_node(nodetype, flatten_func, unflatten_func, flatten_with_keys_func=None):
+    """Register ``nodetype`` as a container.
+
+    ``flatten_func(node) -> (children, aux_data)`` and
+    ``unflatten_func(aux_data, children) -> node``; aux_data must be hashable.
+    """
+    keys = None
+    if flatten_with_keys_func is not None:
+        keys = lambda node, aux: [k for k, _ in flatten_with_keys_func(node)[0]]
+    _registry[nodetype] = _NodeType(flatten_func, unflatten_func, keys)
+    return nodetype
+
+
+def register_pytree_node_class(cls):
+    """Class decorator: ``cls.tree_flatten()`` and ``cls.tree_unflatten(aux, children)``."""
+    register_pytree_node(cls, lambda x: x.tree_flatten(), cls.tree_unflatten)
+    return cls
+
+
+def register_dataclass(nodetype=None, data_fields=None, meta_fields=None):
+    """Register a dataclass: ``data_fields`` are children, ``meta_fields`` go in the treedef.
+
+    Without field lists, fields marked ``field(metadata=dict(static=True))`` are meta
+    fields and all others are data fields. Usable as a decorator.
+    """
+    if nodetype is None:
+        return lambda cls: register_dataclass(cls, data_fields, meta_fields)
+    if data_fields is None:
+        fields = dataclasses.fields(nodetype)
+        meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
+        data_fields = [f.name for f in fields if not f.metadata.get("static", False)]
+    data_fields, meta_fields = tuple(data_fields), tuple(meta_fields or ())
+
+    def flatten(x):
+        return [getattr(x, n) for n in data_fields], tuple(getattr(x, n) for n in meta_fields)
+
+    def unflatten(aux, children):
+        return nodetype(**dict(zip(data_fields, children)), **dict(zip(meta_fields, aux)))
+
+    _registry[nodetype] = _NodeType(flatten, unflatten,
+                                    lambda x, aux: [GetAttrKey(n) for n in data_fields])
+    return nodetype
+
+
+# Key-path entries, as in jax.tree_util.
+@dataclasses.dataclass(frozen=True)
+class SequenceKey:
+    idx: int
+
+    def __str__(self):
+        return f"[{self.idx}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class DictKey:
+    key: Any
+
+    def __str__(self):
+        return f"[{self.key!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class GetAttrKey:
+    name: str
+
+    def __str__(self):
+        return f".{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FlattenedIndexKey:
+    key: int
+
+    def __str__(self):
+        return f"[<flat index {self.key}>]"
+
+
+def keystr(path) -> str:
+    return "".join(str(k) for k in path)
+
+
+def _dict_flatten(d):
+    keys = sorted(d)
+    return [d[k] for k in keys], tuple(keys)
+
+
+def _is_namedtuple(x) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+register_pytree_node(tuple, lambda t: (list(t), None), lambda _, c: tuple(c))
+register_pytree_node(list, lambda l: (list(l), None), lambda _, c: list(c))
+register_pytree_node(dict, _dict_flatten, lambda keys, c: dict(zip(keys, c)))
+register_pytree_node(collections.OrderedDict, lambda d: (list(d.values()), tuple(d.keys())),
+                     lambda keys, c: collections.OrderedDict(zip(keys, c)))
+register_pytree_node(collections.defaultdict,
+                     lambda d: ([d[k] for k in sorted(d)], (d.default_factory, tuple(sorted(d)))),
+                     lambda aux, c: collections.defaultdict(aux[0], zip(aux[1], c)))
+register_pytree_node(type(None), lambda n: ([], None), lambda _, c: None)
+
+
+def _node_type(x):
+    t = type(x)
+    nt = _registry.get(t)
+    if nt is not None:
+        return t, nt
+    if _is_namedtuple(x):
+        return t, _NodeType(lambda n: (list(n), None), lambda _, c, t=t: t(*c), None)
+    return None, None
+
+
+def _keys_for(x, node_type, aux, n):
+    if node_type.keys is not None:
+        return node_type.keys(x, aux)
+    if isinstance(x, collections.defaultdict):
+        return [DictKey(k) for k in aux[1]]
+    if isinstance(x, dict):
+        return [DictKey(k) for k in aux]
+    if _is_namedtuple(x):
+        return [GetAttrKey(f) for f in type(x)._fields]
+    if isinstance(x, (tuple, list)):
+        return [SequenceKey(i) for i in range(n)]
+    return [FlattenedIndexKey(i) for i in range(n)]
+
+
+class PyTreeDef:
+    """The structure of a pytree: a node type, its aux data and child treedefs (None: leaf)."""
+
+    __slots__ = ("node_type", "node_data", "children", "num_leaves", "_hash")
+
+    def __init__(self, node_type, node_data, children):
+        self.node_type = node_type
+        self.node_data = node_data
+        self.children = tuple(children)
+        self.num_leaves = 1 if node_type is None else sum(c.num_leaves for c in self.children)
+        self._hash = None
+
+    @property
+    def num_nodes(self):
+        return 1 + sum(c.num_nodes for c in self.children)
+
+    def unflatten(self, leaves):
+        return tree_unflatten(self, leaves)
+
+    def __eq__(self, other):
+        return (isinstance(other, PyTreeDef) and self.node_type == other.node_type
+                and self.node_data == other.node_data and self.children == other.children)
+
+    def __hash__(self):
+        if self._hash is None:
+            try:
+                self._hash = hash((self.node_type, self.node_data, self.children))
+            except TypeError:
+                self._hash = hash((self.node_type, self.children))
+        return self._hash
+
+    def __repr__(self):
+        return f"PyTreeDef({self._str()})"
+
+    def _str(self):
+        if self.node_type is None:
+            return "*"
+        kids = [c._str() for c in self.children]
+        t = self.node_type
+        if t is tuple:
+            return "(" + ", ".join(kids) + ("," if len(kids) == 1 else "") + ")"
+        if t is list:
+            return "[" + ", ".join(kids) + "]"
+        if t is dict:
+            return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(self.node_data, kids)) + "}"
+        if t is type(None):
+            return "None"
+        return f"{t.__name__}({', '.join(kids)})"
+
+
+_LEAF = PyTreeDef(None, None, ())
+
+
+def tree_flatten(tree, is_leaf: Callable | None = None):
+    """Returns (leaves, treedef). ``is_leaf(x)`` True stops the descent at ``x``."""
+    leaves = []
+    treedef = _flatten(tree, is_leaf, leaves)
+    return leaves, treedef
+
+
+def _flatten(x, is_leaf, leaves):
+    if is_leaf is not None and is_leaf(x):
+        leaves.append(x)
+        return _LEAF
+    t, nt = _node_type(x)
+    if nt is None:
+        leaves.append(x)
+        return _LEAF
+    children, aux = nt.to_iterable(x)
+    return PyTreeDef(t, aux, [_flatten(c, is_leaf, leaves) for c in children])
+
+
+def tree_unflatten(treedef: PyTreeDef, leaves):
+    leaves = list(leaves)
+    if len(leaves) != treedef.num_leaves:
+        raise ValueError(f"tree_unflatten: treedef {treedef} expects {treedef.num_leaves} "
+                         f"leaves, got {len(leaves)}")
+    it = iter(leaves)
+    return _unflatten(treedef, it)
+
+
+def _unflatten(td, it):
+    if td.node_type is None:
+        return next(it)
+    children = [_unflatten(c, it) for c in td.children]
+    t = td.node_type
+    nt = _registry.get(t)
+    if nt is None:  # namedtuple
+        return t(*children)
+    return nt.from_iterable(td.node_data, children)
+
+
+def tree_leaves(tree, is_leaf=None):
+    return tree_flatten(tree, is_leaf)[0]
+
+
+def tree_structure(tree, is_leaf=None):
+    return tree_flatten(tree, is_leaf)[1]
+
+
+def treedef_is_leaf(treedef: PyTreeDef) -> bool:
+    return treedef.node_type is None
+
+
+def treedef_children(treedef: PyTreeDef):
+    return list(treedef.children)
+
+
+def tree_map(f: Callable, tree, *rest, is_leaf=None):
+    """Apply ``f`` leaf-wise over one or more trees of the same structure.
+
+    The structure of ``tree`` decides; each tree in ``rest`` must have it as a prefix-equal
+    structure (ValueError naming both structures otherwise).
+    """
+    leaves, treedef = tree_flatten(tree, is_leaf)
+    all_leaves = [leaves] + [_flatten_up_to(treedef, r) for r in rest]
+    return treedef.unflatten(f(*xs) for xs in zip(*all_leaves))
+
+
+def _flatten_up_to(treedef: PyTreeDef, tree):
+    out = []
+
+    def go(td, x):
+        if td.node_type is None:
+            out.append(x)
+            return
+        t, nt = _node_type(x)
+        if t != td.node_type:
+            raise ValueError(f"tree structures differ: expected a {td.node_type.__name__} "
+                             f"(structure {td}), got {type(x).__name__}: {x!r}")
+        children, aux = nt.to_iterable(x)
+        if aux != td.node_data or len(children) != len(td.children):
+            raise ValueError(f"tree structures differ: expected {td}, got "
+                             f"{tree_structure(x)}")
+        for c, ctd in zip(children, td.children):
+            go(ctd, c)
+
+    go(treedef, tree)
+    return out
+
+
+def broadcast_prefix(prefix_tree, full_tree, is_leaf=None):
+    """Leaves of ``prefix_tree`` repeated over the matching subtrees of ``full_tree``."""
+    out = []
+    def go(prefix, full):
+        if prefix is None or _node_type(prefix)[1] is None or (is_leaf and is_leaf(prefix)):
+            out.extend([prefix] * tree_structure(full).num_leaves)
+            return
+        t, nt = _node_type(prefix)
+        ft, fnt = _node_type(full)
+        if t != ft:
+            raise ValueError(f"pytree prefix mismatch: {tree_structure(prefix)} is not a "
+                             f"prefix of {tree_structure(full)}")
+        pc, paux = nt.to_iterable(prefix)
+        fc, faux = fnt.to_iterable(full)
+        if paux != faux or len(pc) != len(fc):
+            raise ValueError(f"pytree prefix mismatch: {tree_structure(prefix)} is not a "
+                             f"prefix of {tree_structure(full)}")
+        for p, f in zip(pc, fc):
+            go(p, f)
+
+    go(prefix_tree, full_tree)
+    return out
+
+
+def tree_flatten_with_path(tree, is_leaf=None):
+    """Returns ([(key_path, leaf)], treedef)."""
+    out = []
+
+    def go(x, path):
+        if is_leaf is not None and is_leaf(x):
+            out.append((path, x))
+            return
+        t, nt = _node_type(x)
+        if nt is None:
+            out.append((path, x))
+            return
+        children, aux = nt.to_iterable(x)
+        for k, c in zip(_keys_for(x, nt, aux, len(children)), children):
+            go(c, path + (k,))
+
+    go(tree, ())
+    return out, tree_structure(tree, is_leaf)
+
+
+def tree_leaves_with_path(tree, is_leaf=None):
+    return tree_flatten_with_path(tree, is_leaf)[0]
+
+
+def tree_map_with_path(f, tree, *rest, is_leaf=None):
+    pairs, treedef = tree_flatten_with_path(tree, is_leaf)
+    rests = [_flatten_up_to(treedef, r) for r in rest]
+    return treedef.unflatten(f(p, x, *(r[i] for r in rests)) for i, (p, x) in enumerate(pairs))
+
+
+def tree_reduce(function, tree, initializer=None, is_leaf=None):
+    import functools as _ft
+    leaves = tree_leaves(tree, is_leaf)
+    if initializer is None:
+        return _ft.reduce(function, leaves)
+    return _ft.reduce(function, leaves, initializer)
+
+
+def all_leaves(iterable, is_leaf=None):
+    return all(tree_structure(x, is_leaf).node_type is None for x in iterable)
+
+
+def tree_transpose(outer_treedef, inner_treedef, pytree_to_transpose):
+    flat = _flatten_up_to(outer_treedef, pytree_to_transpose)
+    inner = [_flatten_up_to(inner_treedef, x) for x in flat]
+    transposed = [outer_treedef.unflatten(col) for col in zip(*inner)] if inner else []
+    return inner_treedef.unflatten(transposed)
+
+
+# ---------------------- flattening a function's inputs and outputs ----------------------
+
+def flatten_fun(f, in_tree: PyTreeDef):
+    """Wrap ``f(*args, **kwargs)`` as a function of flat leaves; the output treedef is
+    stored in the returned ``store`` list once it has run."""
+    store = []
+
+    def flat_fun(*leaves):
+        args, kwargs = tree_unflatten(in_tree, leaves)
+        out = f(*args, **kwargs)
+        out_leaves, out_tree = tree_flatten(out)
+        store.append(out_tree)
+        return out_leaves
+
+    return flat_fun, store
+
+
+def flatten_fun_nokwargs(f, in_tree: PyTreeDef):
+    store = []
+
+    def flat_fun(*leaves):
+        args = tree_unflatten(in_tree, leaves)
+        out = f(*args)
+        out_leaves, out_tree = tree_flatten(out)
+        store.append(out_tree)
+        return out_leaves
+
+    return flat_fun, store
