@@ -2,6 +2,7 @@
 max, min, mean, var, std, any, all, argmax, argmin, and their aliases."""
 from __future__ import annotations
 
+import builtins
 import operator
 
 import numpy as np
@@ -92,7 +93,7 @@ def _min_identity(dt):
 def _check_nonempty(a, axis, fname, initial):
     aval = get_aval(as_operand(a))
     axes = canonicalize_axis_tuple(axis, aval.ndim, fname)
-    if initial is None and any(aval.shape[i] == 0 for i in axes):
+    if initial is None and builtins.any(aval.shape[i] == 0 for i in axes):
         raise ValueError(f"zero-size array to reduction operation {fname} which has no "
                          f"identity (shape {aval.shape}); pass initial=")
 
