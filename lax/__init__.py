@@ -35,3 +35,7 @@ from lax.linalg import dot_general_p
 from tracer.interpreters.ad import add_any_p
 
 bitwise_not = bitwise_not
+from lax.random_bits import (RandomAlgorithm, rng_bit_generator, rng_normal, rng_seed,
+                             rng_uniform, threefry2x32)
+from lax.random_bits import (rng_bit_generator_p, rng_normal_p, rng_uniform_p,
+                             threefry2x32_p)
