@@ -39,3 +39,10 @@ from lax.random_bits import (RandomAlgorithm, rng_bit_generator, rng_normal, rng
                              rng_uniform, threefry2x32)
 from lax.random_bits import (rng_bit_generator_p, rng_normal_p, rng_uniform_p,
                              threefry2x32_p)
+from lax.sort import sort, sort_key_val, top_k
+from lax.sort import sort_p, top_k_p
+
+_initialized = True
+import tracer as _tracer  # noqa: E402
+if hasattr(_tracer, "_finish_init") and not hasattr(_tracer, "grad"):
+    _tracer._finish_init()

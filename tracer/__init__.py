@@ -11,10 +11,24 @@ from tracer.errors import (ConcretizationTypeError, TracerArrayConversionError,
                            TracerBoolConversionError, TracerIntegerConversionError,
                            UnexpectedTracerError)
 from tracer import tree_util
-import lax as _lax  # noqa: F401  (registers the primitives' rules)
-from tracer import numpy
-from tracer.api import (block_until_ready, device_get, device_put, eval_shape, grad, hessian,
-                        jacfwd, jacrev, jit, jvp, linearize, make_jaxpr, value_and_grad, vjp,
-                        vmap)
+def _finish_init():
+    """Import the layers above lax. Runs now, or — when ``import lax`` came first and is
+    still executing — at the end of lax/__init__.py."""
+    global numpy, random, nn
+    import tracer.numpy as numpy
+    from tracer import api
+    for name in ("block_until_ready", "device_get", "device_put", "eval_shape", "grad",
+                 "hessian", "jacfwd", "jacrev", "jit", "jvp", "linearize", "make_jaxpr",
+                 "value_and_grad", "vjp", "vmap"):
+        globals()[name] = getattr(api, name)
+    import tracer.random as random
+    from tracer import _exports
+    _exports.install(globals())
+
+
+import lax as _lax  # noqa: E402  (registers the primitives' rules)
+
+if getattr(_lax, "_initialized", False) and "grad" not in globals():
+    _finish_init()
 
 __version__ = "0.1.0"
