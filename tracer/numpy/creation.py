@@ -40,7 +40,7 @@ def array(object, dtype=None, copy=True, order=None, ndmin=0):
         if isinstance(object, (list, tuple)) and _contains_array(object):
             object = _to_nested_numpy(object)
         arr = np.array(object, copy=True)
-        if arr.dtype == object or arr.dtype.kind in "OUSV":
+        if arr.dtype.kind in "OUSV":
             raise TypeError(f"array: cannot convert {type(object).__name__} with dtype "
                             f"{arr.dtype} to a numeric array")
         if dt is None:
