@@ -32,6 +32,8 @@ from lax.reductions import (argmax_p, argmin_p, reduce_and_p, reduce_max_p, redu
                             reduce_or_p, reduce_prod_p, reduce_sum_p, reduce_xor_p)
 from lax.linalg import DotDimensionNumbers, Precision, batch_matmul, dot, dot_general
 from lax.linalg import dot_general_p
+from lax.collectives import (all_gather, axis_index, pmax, pmean, pmin, psum, all_gather_p,
+                             axis_index_p, pmax_p, pmin_p, psum_p)
 from tracer.interpreters.ad import add_any_p
 
 bitwise_not = bitwise_not

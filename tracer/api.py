@@ -3,6 +3,7 @@ value_and_grad, jacfwd, jacrev, hessian, vmap, jit. Names, signatures and semant
 JAX's (``jax.grad`` etc.); every function works on pytrees of arrays."""
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import operator
@@ -362,108 +363,264 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = Fa
 
 # ----------------------------------------- vmap ------------------------------------------
 
-def _mapped_size(x, axis, path, fname):
-    aval = get_aval(x)
-    if aval.ndim == 0:
-        raise ValueError(f"{fname}: in_axes specifies axis {axis} for argument {path}, "
-                         f"which is a scalar ({aval.str_short()}); use in_axes=None for it")
-    if not -aval.ndim <= axis < aval.ndim:
-        raise ValueError(f"{fname}: in_axes specifies axis {axis} for argument {path} of "
-                         f"rank {aval.ndim} ({aval.str_short()}), which is out of range")
-    return aval.shape[axis]
+def _check_axes_spec(spec, what, fname):
+    """``spec`` must be an int, None, or a container of those (TypeError otherwise)."""
+    def bad(x):
+        raise TypeError(f"{fname}: {what} must be an int, None, or a (nested) tuple/list/dict "
+                        f"of ints and None matching the {'arguments' if what == 'in_axes' else 'outputs'}"
+                        f", got {spec!r} (a leaf {x!r} of type {type(x).__name__})")
+
+    def go(x):
+        if x is None:
+            return
+        if isinstance(x, (bool, np.bool_)):
+            bad(x)
+        if isinstance(x, (int, np.integer)):
+            return
+        t, nt = _pytree_node_type(x)
+        if nt is None:
+            bad(x)
+        for c in nt.to_iterable(x)[0]:
+            go(c)
+
+    go(spec)
+
+
+def _pytree_node_type(x):
+    from tracer.pytree import _node_type
+    return _node_type(x)
+
+
+def _describe_node(x) -> str:
+    t, nt = _pytree_node_type(x)
+    if nt is None:
+        return f"a leaf of type {type(x).__name__}"
+    children, aux = nt.to_iterable(x)
+    if isinstance(x, dict):
+        return f"a {t.__name__} with keys {sorted(x, key=repr)}"
+    if isinstance(x, (tuple, list)):
+        return f"a {t.__name__} of length {len(children)}"
+    return f"a {t.__name__} with {len(children)} children"
+
+
+def _broadcast_axes(spec, full, spec_name, full_name, fname, what):
+    """The leaves of the axes ``spec`` repeated over the matching subtrees of ``full`` (a
+    tree prefix). ValueError naming both paths when ``spec`` is not a prefix of ``full``."""
+    out = []
+
+    def go(s, f, spath, fpath):
+        if s is None or isinstance(s, (int, np.integer)):
+            out.extend([None if s is None else int(s)] * tree_structure(f).num_leaves)
+            return
+        st, snt = _pytree_node_type(s)
+        ft, fnt = _pytree_node_type(f)
+        ok = st is ft
+        if ok:
+            sc, saux = snt.to_iterable(s)
+            fc, faux = fnt.to_iterable(f)
+            ok = saux == faux and len(sc) == len(fc)
+        if not ok:
+            raise ValueError(
+                f"{fname}: {what} must be a tree prefix of the {full_name.split()[0]}s: "
+                f"{spec_name}{keystr(spath)} is {_describe_node(s)}, but "
+                f"{full_name}{keystr(fpath)} is {_describe_node(f)}. Give one entry per "
+                "element (or one int/None for the whole subtree)")
+        from tracer.pytree import _keys_for
+        for k, c_s, c_f in zip(_keys_for(f, fnt, faux, len(fc)), sc, fc):
+            go(c_s, c_f, spath + (k,), fpath + (k,))
+
+    go(spec, full, (), ())
+    return out
+
+
+def _positional_names(fun):
+    """Names for positional arguments in messages: the parameter names when the signature
+    is known, with ``*args`` entries as ``args[i]``."""
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return [], None
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
+    return names, var
+
+
+def _arg_name(i, names, var):
+    if i < len(names):
+        return f"argument {names[i]}"
+    if var is not None:
+        return f"argument {var}[{i - len(names)}]"
+    return f"argument args[{i}]"
+
+
+def _out_name(path, single):
+    if single:
+        return "the output"
+    return f"output{keystr(path)}"
 
 
 def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
          spmd_axis_name=None):
-    """Vectorize ``fun`` over a batch axis (``jax.vmap``).
+    """Vectorize ``fun`` over a mapped axis of its arguments (``jax.vmap``).
 
-    ``in_axes``: an int, None, or a pytree prefix of the positional arguments (a tuple
-    with one entry per argument) giving the mapped axis of each leaf (None: not mapped;
-    negative ints count from the end). Keyword arguments are mapped over axis 0.
-    ``out_axes``: likewise for the outputs. ``axis_size`` is needed when nothing is
-    mapped. Raises ValueError naming the argument path, axis and sizes on inconsistent
-    sizes or out-of-range axes.
+    ``vmap(f)(xs)`` equals stacking ``f(x)`` over the slices ``x`` of ``xs`` along the
+    mapped axis, computed by batched primitives (no Python loop): a matmul of a batch of
+    vectors becomes one ``dot_general``.
+
+    - ``in_axes``: an int, None, or a tuple/list with one entry per positional argument,
+      each entry an int, None, or a pytree prefix of that argument (dicts, nested tuples,
+      namedtuples...) with int/None leaves. An int is the mapped axis of each array leaf
+      (negative counts from the end); None passes the leaf unchanged to every call.
+      Keyword arguments are mapped along axis 0.
+    - ``out_axes``: likewise for the output pytree: where the mapped axis goes in each
+      output leaf; None for outputs that do not depend on the mapped axis (returned once).
+    - ``axis_size``: the mapped size when no argument is mapped (e.g. ``in_axes=None``).
+    - ``axis_name``: names the mapped axis for collectives inside ``fun``
+      (``lax.psum(x, name)``, ``lax.pmean``, ``lax.pmax``, ``lax.pmin``,
+      ``lax.all_gather``, ``lax.axis_index``).
+    - ``spmd_axis_name``: accepted for compatibility; there is one device, so it has no
+      effect.
+
+    Composes with ``grad``, ``jit``, ``jvp`` and nested ``vmap`` in any order.
+
+    Raises TypeError for in_axes/out_axes that are not ints/None/containers of them, and
+    ValueError naming the argument (or output) path, the axis and the sizes when mapped
+    axes have different sizes, an axis is out of range for its argument, ``in_axes`` is not
+    a tree prefix of the arguments, no argument is mapped and ``axis_size`` is missing,
+    or ``out_axes`` is None for an output that depends on the mapped axis.
     """
     fname = f"vmap({_fun_name(fun)})"
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
-    if not (in_axes is None or isinstance(in_axes, (int, tuple, dict)) or
-            not treedef_is_leaf(tree_structure(in_axes))):
-        raise TypeError(f"{fname}: in_axes must be an int, None, or a tuple of entries "
-                        f"per argument, got {in_axes!r}")
+    _check_axes_spec(in_axes, "in_axes", fname)
+    _check_axes_spec(out_axes, "out_axes", fname)
+    if axis_size is not None:
+        try:
+            axis_size = operator.index(axis_size)
+        except TypeError:
+            raise TypeError(f"{fname}: axis_size must be an int, got {axis_size!r}") from None
+        if axis_size < 0:
+            raise ValueError(f"{fname}: axis_size must be >= 0, got {axis_size}")
+    if axis_name is not None:
+        try:
+            hash(axis_name)
+        except TypeError:
+            raise TypeError(f"{fname}: axis_name must be hashable, got {axis_name!r}") from None
+    pos_names, var_name = _positional_names(fun)
 
     @functools.wraps(fun)
     def vmapped(*args, **kwargs):
-        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
-            raise ValueError(f"{fname}: in_axes is a tuple of length {len(in_axes)} but the "
-                             f"function was called with {len(args)} positional arguments; "
-                             "give one entry per argument")
-        pairs, args_tree = tree_flatten_with_path((tuple(args), kwargs))
-        leaves = [x for _, x in pairs]
-        try:
-            axes_args = broadcast_prefix(in_axes if isinstance(in_axes, tuple) else
-                                         (in_axes,) * len(args) if len(args) else (), tuple(args),
-                                         is_leaf=lambda x: x is None)
-        except ValueError as e:
-            raise ValueError(f"{fname}: in_axes {in_axes!r} does not match the structure of "
-                             f"the arguments {tree_structure(tuple(args))}: {e}") from None
-        axes_kw = [0] * (len(leaves) - len(axes_args))
-        axes = list(axes_args) + axes_kw
-        sizes = {}
-        for (path, x), ax in zip(pairs, axes):
+        nargs = len(args)
+        if isinstance(in_axes, tuple):
+            if len(in_axes) != nargs:
+                raise ValueError(
+                    f"{fname}: in_axes must be an int, None, or a tuple with one entry per "
+                    f"positional argument, but got a tuple of length {len(in_axes)} for "
+                    f"{nargs} positional argument{'s' if nargs != 1 else ''} "
+                    f"(in_axes={in_axes!r})")
+            per_arg = in_axes
+        else:
+            per_arg = (in_axes,) * nargs
+        # Per-leaf (description, value, axis), in the flattening order of (args, kwargs).
+        described = []
+        for i, (a, ax) in enumerate(zip(args, per_arg)):
+            name = _arg_name(i, pos_names, var_name)
+            leaf_axes = _broadcast_axes(ax, a, f"in_axes[{i}]", name, fname, "in_axes")
+            pairs, _ = tree_flatten_with_path(a)
+            for (path, x), lax_ in zip(pairs, leaf_axes):
+                described.append((name + keystr(path), x, lax_))
+        for path, x in tree_flatten_with_path(kwargs)[0]:
+            described.append((f"keyword argument {path[0].key}{keystr(path[1:])}", x, 0))
+        leaves, args_tree = tree_flatten((tuple(args), kwargs))
+        assert len(leaves) == len(described)
+
+        mapped = []          # (description, aval, axis, size)
+        norm_axes = []
+        for desc, x, ax in described:
             if ax is None:
+                norm_axes.append(None)
                 continue
-            if not isinstance(ax, int):
-                raise TypeError(f"{fname}: in_axes leaves must be ints or None, got {ax!r}")
-            _check_arg(x, fname, keystr(path))
-            sizes[keystr(path)] = (_mapped_size(x, ax, "args" + keystr(path), fname), ax)
-        distinct = {s for s, _ in sizes.values()}
-        if len(distinct) > 1:
-            detail = "\n".join(f"  argument args{p} has size {s} along axis {a}"
-                               for p, (s, a) in sizes.items())
-            raise ValueError(f"{fname} got inconsistent sizes for the mapped axes:\n{detail}")
-        if distinct:
-            size = distinct.pop()
+            _check_arg(x, fname, desc)
+            aval = get_aval(x)
+            if not -aval.ndim <= ax < aval.ndim:
+                rank_need = ax + 1 if ax >= 0 else -ax
+                raise ValueError(
+                    f"{fname} was asked to map {desc} along axis {ax}, which needs rank at "
+                    f"least {rank_need}, but it has rank {aval.ndim} ({aval.str_short()})"
+                    + ("; use in_axes=None for arguments that are not mapped"
+                       if aval.ndim == 0 else ""))
+            norm_axes.append(ax % aval.ndim)
+            mapped.append((desc, aval, ax, aval.shape[ax]))
+        sizes = {m[3] for m in mapped}
+        if len(sizes) > 1:
+            counts = collections.Counter(m[3] for m in mapped)
+            lines = []
+            for s, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+                examples = [m for m in mapped if m[3] == s]
+                d, aval, ax, _ = examples[0]
+                if n == 1:
+                    lines.append(f"  * one axis had size {s}: axis {ax} of {d} "
+                                 f"({aval.str_short()})")
+                else:
+                    lines.append(f"  * {n} axes had size {s}, e.g. axis {ax} of {d} "
+                                 f"({aval.str_short()})")
+            raise ValueError(f"{fname} got inconsistent sizes for the mapped axes:\n"
+                             + "\n".join(lines))
+        if sizes:
+            size = sizes.pop()
             if axis_size is not None and axis_size != size:
-                raise ValueError(f"{fname}: axis_size={axis_size} differs from the mapped "
-                                 f"size {size}")
+                d, aval, ax, _ = mapped[0]
+                raise ValueError(f"{fname}: axis_size={axis_size} differs from the size {size} "
+                                 f"of the mapped axes (axis {ax} of {d}, {aval.str_short()})")
         elif axis_size is not None:
             size = axis_size
         else:
-            raise ValueError(f"{fname} must have at least one non-None value in in_axes, or "
-                             "be given axis_size")
-        norm_axes = [None if a is None else a % get_aval(x).ndim
-                     for (_, x), a in zip(pairs, axes)]
-        leaves = [_as_array(x) if a is not None else x for x, a in zip(leaves, norm_axes)]
+            raise ValueError(f"{fname} must map at least one argument (a non-None value in "
+                             "in_axes, or a keyword argument), or be given axis_size")
+        leaves = [x if a is None else _as_array(x) for x, a in zip(leaves, norm_axes)]
         out_store = []
 
         def flat_fun(*xs):
             a, kw = tree_unflatten(args_tree, xs)
             out = fun(*a, **kw)
-            out_leaves, out_tree = tree_flatten(out)
-            out_store.append((out_tree, out))
-            return out_leaves
+            pairs, out_tree = tree_flatten_with_path(out)
+            for path, o in pairs:
+                if not valid_jaxtype(o):
+                    raise TypeError(
+                        f"{fname}: {_out_name(path, len(pairs) == 1 and not path)} has type "
+                        f"{type(o).__name__}, which is not an array; vmapped functions return "
+                        "pytrees of arrays")
+            out_store.append((out_tree, out, [p for p, _ in pairs]))
+            return [o for _, o in pairs]
 
         outs, out_dims = batching.vmap_flat(flat_fun, size, axis_name, norm_axes, leaves)
-        out_tree, out_example = out_store[0]
-        try:
-            o_axes = broadcast_prefix(out_axes, out_example, is_leaf=lambda x: x is None)
-        except ValueError as e:
-            raise ValueError(f"{fname}: out_axes {out_axes!r} does not match the output "
-                             f"structure {out_tree}: {e}") from None
+        out_tree, out_example, out_paths = out_store[0]
+        single = len(out_paths) == 1 and not out_paths[0]
+        o_axes = _broadcast_axes(out_axes, out_example, "out_axes", "output", fname,
+                                 "out_axes")
         final = []
-        for i, (o, d, oa) in enumerate(zip(outs, out_dims, o_axes)):
+        for o, d, oa, path in zip(outs, out_dims, o_axes, out_paths):
+            aval = get_aval(o)
+            if d is not None:
+                shape = list(aval.shape)
+                del shape[d]
+                aval = aval.update(shape=tuple(shape))
+            what = _out_name(path, single)
             if oa is None:
                 if d is not None:
-                    raise ValueError(f"{fname}: out_axes=None for output {i}, but it depends on "
-                                     "the mapped axis; map it (out_axes=0) or make it "
-                                     "independent of the mapped inputs")
+                    raise ValueError(
+                        f"{fname}: out_axes{keystr(path)} is None (unmapped), but {what} "
+                        f"({aval.str_short()} per member) depends on the mapped axis of size "
+                        f"{size}. Give it an int out_axes to stack it, or reduce over the "
+                        "axis first (e.g. with lax.psum and an axis_name)")
                 final.append(o)
                 continue
-            nd = get_aval(o).ndim + (1 if d is None else 0)
+            nd = aval.ndim + 1
             if not -nd <= oa < nd:
-                raise ValueError(f"{fname}: out_axes {oa} is out of range for output {i} of "
-                                 f"rank {nd}")
+                raise ValueError(f"{fname}: out_axes{keystr(path)}={oa} is out of range for "
+                                 f"{what}, which has rank {nd} with the mapped axis "
+                                 f"({aval.str_short()} per member); valid axes are "
+                                 f"{-nd}..{nd - 1}")
             final.append(batching.matchaxis(size, d, oa % nd, o))
         return tree_unflatten(out_tree, final)
 

@@ -1,35 +1,57 @@
 """vmap: the batching interpreter.
 
-A ``BatchTracer`` holds a value and the axis of it that is the batch axis (``bdim``), or
-``not_mapped`` (None) when the value is the same for every batch member. Rules:
+A ``BatchTracer`` holds a value and the axis of it that is the batch axis (``batch_dim``),
+or ``not_mapped`` (None) when the value is the same for every batch member. Rules:
 
     primitive_batchers[p](axis_size, vals_in, dims_in, **params) -> (vals_out, dims_out)
 
-with lists on both sides. Family helpers: ``defvectorized`` (element-wise unary ops: the
-bdim passes through), ``defbroadcasting`` (n-ary element-wise ops with NumPy-style
-broadcasting: unmapped operands are not broadcast), ``defreducer`` (ops with an ``axes``
-param).
+with lists on both sides. A rule may put the batch axis of its outputs wherever is
+cheapest and reports where; it must not broadcast an unmapped operand unless the
+primitive's shape rule requires it. Family helpers: ``defvectorized`` (element-wise unary
+ops: the bdim passes through), ``defbroadcasting`` (n-ary element-wise ops: unmapped
+scalars stay scalars, mapped operands keep their common bdim), ``defreducer`` (ops with an
+``axes`` param).
+
+Named axes. ``vmap(..., axis_name='i')`` records ``AxisData(size, 'i')`` on its main
+trace, so collectives (``lax.psum(x, 'i')``, ``lax.axis_index('i')``) can find the
+transformation that gives the name its meaning. Their rules live in
+``axis_primitive_batchers``, are called with the ``AxisData`` of the trace processing them
+(even when no operand is mapped: ``psum`` of an unmapped value is still a sum over the
+axis), and must pass primitives over other names on unchanged. ``axis_name_params`` tells
+which param of a collective holds its axis names, so that primitives holding sub-jaxprs
+(jit, control flow) can route themselves to the right trace (``trace_for_axes``).
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Callable
 
 import numpy as np
 
+from tracer import core
 from tracer.core import Trace, Tracer, full_lower, full_raise, get_aval, new_main
 
 not_mapped = None
 primitive_batchers: dict = {}
-# Rules that also need the axis name (collectives): p -> rule(axis_data, vals, dims, **params)
+# Rules that also need the axis size and name (collectives, primitives holding
+# sub-jaxprs): p -> rule(axis_data, vals, dims, **params) -> (vals_out, dims_out).
+# They are called even when no operand is mapped.
 axis_primitive_batchers: dict = {}
+# Collectives: p -> name of the param holding the tuple of axis names it operates over.
+axis_name_params: dict = {}
 
 
 class AxisData:
+    """The size and (optional) name of the axis a ``BatchTrace`` maps over."""
+
     __slots__ = ("size", "name")
 
     def __init__(self, size, name):
         self.size = size
         self.name = name
+
+    def __repr__(self):
+        return f"AxisData(size={self.size}, name={self.name!r})"
 
 
 class BatchTracer(Tracer):
@@ -76,25 +98,30 @@ class BatchTrace(Trace):
     def process_primitive(self, primitive, tracers, params):
         vals_in = [t.val for t in tracers]
         dims_in = [t.batch_dim for t in tracers]
-        if all(d is not_mapped for d in dims_in):
-            outs = primitive.bind(*vals_in, **params)
-            outs = outs if primitive.multiple_results else [outs]
-            return [BatchTracer(self, o, not_mapped) for o in outs]
         axis_rule = axis_primitive_batchers.get(primitive)
         if axis_rule is not None:
             vals_out, dims_out = axis_rule(self.axis_data, vals_in, dims_in, **params)
+        elif all(d is not_mapped for d in dims_in):
+            outs = primitive.bind(*vals_in, **params)
+            outs = outs if primitive.multiple_results else [outs]
+            return [BatchTracer(self, o, not_mapped) for o in outs]
         else:
             rule = primitive_batchers.get(primitive)
             if rule is None:
-                raise NotImplementedError(f"Batching rule for '{primitive.name}' not "
-                                          "implemented")
+                shapes = ", ".join(t.aval.str_short() for t in tracers)
+                raise NotImplementedError(
+                    f"vmap: batching rule for '{primitive.name}' not implemented (operands "
+                    f"{shapes}, batch dims {dims_in}); add one to "
+                    "batching.primitive_batchers beside the primitive's definition")
             vals_out, dims_out = rule(self.axis_data.size, vals_in, dims_in, **params)
         return [BatchTracer(self, x, d) for x, d in zip(vals_out, dims_out)]
 
 
-def vmap_flat(f: Callable, axis_size: int, axis_name, in_dims, args, out_dims_fn=None):
-    """Batch ``f`` over flat ``args`` with batch axes ``in_dims`` (None: not mapped).
-    Returns (outs, out_dims) as the rules left them."""
+def vmap_flat(f: Callable, axis_size: int, axis_name, in_dims, args):
+    """Batch ``f`` (flat list of args -> flat list of outputs) over ``args`` with batch
+    axes ``in_dims`` (None: not mapped). Returns ``(outs, out_dims)`` as the rules left
+    them: an output's batch axis may be anywhere, or None when it does not depend on the
+    mapped inputs."""
     with new_main(BatchTrace, AxisData(axis_size, axis_name)) as main:
         trace = BatchTrace(main)
         tracers_in = [BatchTracer(trace, x, d) if d is not not_mapped else x
@@ -106,6 +133,92 @@ def vmap_flat(f: Callable, axis_size: int, axis_name, in_dims, args, out_dims_fn
     return vals_out, dims_out
 
 
+# ------------------------------------ named axes -----------------------------------------
+
+def _named_mains():
+    """The active vmaps with an axis name, innermost last."""
+    return [m for m in core.trace_stack
+            if m.trace_type is BatchTrace and m.global_data.name is not None]
+
+
+def bound_axis_names() -> list:
+    """Names of the axes of the active vmaps, outermost first."""
+    return [m.global_data.name for m in _named_mains()]
+
+
+def unbound_axis_error(name, fname: str) -> NameError:
+    bound = bound_axis_names()
+    avail = (f"the axis names bound here are {bound}" if bound else
+             "no axis name is bound here")
+    return NameError(f"unbound axis name: {name!r} (used by {fname}). Collectives need an "
+                     f"enclosing vmap(..., axis_name={name!r}); {avail}")
+
+
+def find_axis_main(name, fname: str = "a collective"):
+    """The innermost active vmap main trace named ``name``; NameError if there is none."""
+    for m in reversed(_named_mains()):
+        if m.global_data.name == name:
+            return m
+    raise unbound_axis_error(name, fname)
+
+
+def axis_size(name, fname: str = "a collective") -> int:
+    """The size of the mapped axis ``name`` (NameError when unbound)."""
+    return find_axis_main(name, fname).global_data.size
+
+
+def trace_for_axes(args, names, fname: str, strict: bool = True):
+    """The trace that must process a primitive over axis ``names`` applied to ``args``:
+    the innermost of the operands' trace (or the dynamic trace) and the vmaps binding
+    ``names``. With ``strict``, an unbound name raises NameError; otherwise it is ignored
+    (None is returned when nothing is traced)."""
+    top = core.find_top_trace(args)
+    for name in names:
+        try:
+            m = find_axis_main(name, fname)
+        except NameError:
+            if strict:
+                raise
+            continue
+        if top is None or top.main.level < m.level:
+            top = BatchTrace(m)
+    return top
+
+
+def _sub_jaxprs(params):
+    from tracer.jaxpr import ClosedJaxpr, Jaxpr
+    for v in params.values():
+        items = v if isinstance(v, (tuple, list)) else (v,)
+        for item in items:
+            if isinstance(item, ClosedJaxpr):
+                yield item.jaxpr
+            elif isinstance(item, Jaxpr):
+                yield item
+
+
+def jaxpr_axis_names(jaxpr) -> set:
+    """The axis names the collectives in ``jaxpr`` (and its sub-jaxprs) operate over."""
+    names: set = set()
+    for eqn in jaxpr.eqns:
+        pname = axis_name_params.get(eqn.primitive)
+        if pname is not None:
+            v = eqn.params[pname]
+            names.update(v if isinstance(v, tuple) else (v,))
+        for sub in _sub_jaxprs(eqn.params):
+            names |= jaxpr_axis_names(sub)
+    return names
+
+
+def bind_with_axes(primitive, args, params, names, fname: str, strict: bool = True):
+    """``primitive.bind`` that also reaches the vmaps binding ``names`` when no operand is
+    traced by them (``axis_index('i')`` has no operands; ``psum(1., 'i')`` has a constant
+    one)."""
+    trace = trace_for_axes(args, names, fname, strict)
+    if trace is None:  # nothing traced and no vmap binds the names: evaluate eagerly
+        return core.Primitive.bind(primitive, *args, **params)
+    return primitive.bind_with_trace(trace, args, params)
+
+
 # --------------------------- helpers shared by batching rules ----------------------------
 
 def _lax():
@@ -114,8 +227,8 @@ def _lax():
 
 
 def moveaxis(x, src: int, dst: int):
-    """Move axis ``src`` of ``x`` to position ``dst`` (a transpose, no copy in NumPy)."""
-    ndim = np.ndim(x) if not hasattr(x, "aval") else x.aval.ndim
+    """Move axis ``src`` of ``x`` to position ``dst`` (a transpose; nothing when equal)."""
+    ndim = get_aval(x).ndim
     src, dst = src % ndim, dst % ndim
     if src == dst:
         return x
@@ -132,7 +245,8 @@ def bdim_at_front(x, bdim, size):
 
 
 def broadcast(x, size: int, axis: int):
-    """Insert a new axis of length ``size`` at ``axis`` (a broadcast_in_dim)."""
+    """Insert a new axis of length ``size`` at ``axis`` (a broadcast_in_dim: a view in the
+    NumPy impl, fused into its consumers when compiled)."""
     aval = get_aval(x)
     shape = list(aval.shape)
     axis = axis % (len(shape) + 1)
@@ -142,13 +256,14 @@ def broadcast(x, size: int, axis: int):
 
 
 def matchaxis(size, src, dst, x):
-    """``x`` with batch axis ``src`` moved (or broadcast) to ``dst``."""
+    """``x`` with batch axis ``src`` moved (or, when unmapped, broadcast) to ``dst``."""
     if src == dst:
         return x
     if src is not_mapped:
         return broadcast(x, size, dst)
     if dst is not_mapped:
-        raise ValueError("cannot unbatch a mapped value")
+        raise ValueError(f"vmap: cannot return a value batched along axis {src} "
+                         f"({get_aval(x).str_short()}) as unmapped (out_axes=None)")
     return moveaxis(x, src, dst)
 
 
@@ -166,32 +281,41 @@ def defvectorized(primitive):
 
 
 def defbroadcasting(primitive):
-    """Element-wise n-ary primitive whose operands share a shape, rank-0 operands
-    broadcasting. Unmapped scalars stay scalars; other unmapped operands are broadcast
-    along the batch axis; mapped operands get a common batch axis."""
+    """Element-wise n-ary primitive whose operands share one shape, rank-0 operands
+    broadcasting (``mul b 2.0:f32[]``).
+
+    The output's batch axis is the one most mapped operands already have, so operands
+    batched alike are passed through untouched; unmapped scalars stay scalars. Unmapped
+    arrays, and mapped per-example scalars beside arrays, are broadcast (broadcast_in_dim,
+    a view): the lax shape rule needs equal shapes."""
 
     def rule(axis_size, vals, dims, **params):
-        ranks = [get_aval(v).ndim - (d is not not_mapped) for v, d in zip(vals, dims)]
-        full_rank = builtins_max(ranks)
-        mapped = [d for d in dims if d is not not_mapped]
-        out_dim = mapped[0] if all(d == mapped[0] for d in mapped) else 0
-        if full_rank == 0:
+        avals = [get_aval(v) for v in vals]
+        ranks = [a.ndim - (d is not not_mapped) for a, d in zip(avals, dims)]
+        full_rank = _builtin_max(ranks)
+        full_dims = [d for d, r in zip(dims, ranks) if d is not not_mapped and r == full_rank]
+        if full_dims:
+            counts = Counter(full_dims)
+            out_dim = _builtin_max(full_dims, key=lambda d: (counts[d], -full_dims.index(d)))
+        else:
             out_dim = 0
+        # The unbatched full shape, from any full-rank operand.
+        base = None
+        for a, d, r in zip(avals, dims, ranks):
+            if r == full_rank:
+                base = list(a.shape)
+                if d is not not_mapped:
+                    del base[d]
+                break
+        full_shape = tuple(base[:out_dim]) + (axis_size,) + tuple(base[out_dim:])
         args = []
-        full_shape = None
         for v, d, r in zip(vals, dims, ranks):
-            if d is not_mapped and r == 0:
-                args.append(v)          # an unmapped scalar broadcasts by itself
-            elif r == 0 and full_rank > 0:
-                args.append((v, d))     # a mapped scalar: broadcast below
+            if d is not_mapped:
+                args.append(v if r == 0 else broadcast(v, axis_size, out_dim))
+            elif r == full_rank:
+                args.append(moveaxis(v, d, out_dim))
             else:
-                v = matchaxis(axis_size, d, out_dim, v)
-                full_shape = get_aval(v).shape
-                args.append(v)
-        if full_shape is None:
-            full_shape = (axis_size,) if full_rank == 0 else None
-        args = [_lax().broadcast_in_dim(a[0], full_shape, (out_dim,)) if type(a) is tuple else a
-                for a in args]
+                args.append(_lax().broadcast_in_dim(v, full_shape, (out_dim,)))
         out = primitive.bind(*args, **params)
         outs = out if primitive.multiple_results else [out]
         return outs, [out_dim] * len(outs)
@@ -200,11 +324,12 @@ def defbroadcasting(primitive):
     return rule
 
 
-builtins_max = max
+_builtin_max = max
 
 
 def defreducer(primitive):
-    """Primitive with an ``axes`` param reducing over those axes of its one operand."""
+    """Primitive with an ``axes`` param reducing over those axes of its one operand: the
+    batch axis is kept out of ``axes`` and stays where it is (no transpose)."""
 
     def rule(axis_size, vals, dims, *, axes, **params):
         (x,), (d,) = vals, dims

@@ -31,17 +31,33 @@ def _interpret(*args, jaxpr: ClosedJaxpr, **params):
     return eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)
 
 
+class CallPrimitive(Primitive):
+    """A call primitive. Its ``bind`` also reaches a vmap whose axis name a collective in
+    the sub-jaxpr uses, even when no operand is batched by it (``jit(lambda:
+    lax.axis_index('i'))()`` inside ``vmap(..., axis_name='i')``)."""
+
+    multiple_results = True
+
+    def bind(self, *args, jaxpr, **params):
+        params = dict(params, jaxpr=jaxpr)
+        if batching.bound_axis_names():
+            names = batching.jaxpr_axis_names(jaxpr.jaxpr)
+            if names:
+                return batching.bind_with_axes(self, args, params, sorted(names, key=repr),
+                                               self.name, strict=False)
+        return Primitive.bind(self, *args, **params)
+
+
 def make_call_primitive(name: str) -> Primitive:
-    p = Primitive(name)
-    p.multiple_results = True
+    p = CallPrimitive(name)
     p.def_abstract_eval(_abstract_eval)
     p.def_impl(_interpret)
     ad.primitive_jvps[p] = lambda primals, tangents, **params: _call_jvp(p, primals, tangents,
                                                                          **params)
     ad.primitive_transposes[p] = lambda cts, *args, **params: _call_transpose(p, cts, *args,
                                                                               **params)
-    batching.primitive_batchers[p] = lambda size, vals, dims, **params: _call_batch(
-        p, size, vals, dims, **params)
+    batching.axis_primitive_batchers[p] = lambda axis_data, vals, dims, **params: _call_batch(
+        p, axis_data, vals, dims, **params)
     pe.partial_eval_rules[p] = lambda trace, tracers, **params: _call_partial_eval(
         p, trace, tracers, **params)
     pe.partial_eval_jaxpr_rules[p] = lambda unks, eqn: _call_partial_eval_jaxpr(p, unks, eqn)
@@ -81,8 +97,10 @@ def _call_jvp(p, primals, tangents, *, jaxpr, **params):
 # ---------------------------------------- batching ----------------------------------------
 
 def batch_jaxpr(closed: ClosedJaxpr, axis_size, dims_in, axis_name=None):
-    """A closed jaxpr over batched operands (batch axes ``dims_in``) whose outputs all
-    carry the batch axis at position 0."""
+    """Batch a closed jaxpr: ``(new_closed, dims_out)`` where ``new_closed`` takes the
+    operands batched along ``dims_in`` (None: unmapped) and returns each output batched
+    along axis 0, or unmapped (``dims_out`` entry None) when it does not depend on the
+    mapped operands. ``axis_name`` names the axis for collectives inside."""
     in_avals = []
     for a, d in zip(closed.in_avals, dims_in):
         if d is None:
@@ -91,20 +109,28 @@ def batch_jaxpr(closed: ClosedJaxpr, axis_size, dims_in, axis_name=None):
             shape = list(a.shape)
             shape.insert(d, axis_size)
             in_avals.append(a.update(shape=tuple(shape)))
+    dims_out: list = []
 
     def fun(*args):
         outs, out_dims = batching.vmap_flat(
             lambda *xs: eval_jaxpr(closed.jaxpr, closed.consts, *xs), axis_size, axis_name,
             dims_in, args)
-        return [batching.matchaxis(axis_size, d, 0, o) for o, d in zip(outs, out_dims)]
+        dims_out[:] = [None if d is None else 0 for d in out_dims]
+        return [o if d is None else batching.moveaxis(o, d, 0) for o, d in zip(outs, out_dims)]
 
-    return pe.trace_to_closed_jaxpr(fun, in_avals)
+    new = pe.trace_to_closed_jaxpr(fun, in_avals)
+    return new, dims_out
 
 
-def _call_batch(p, axis_size, vals, dims, *, jaxpr, **params):
-    new = batch_jaxpr(jaxpr, axis_size, dims)
+def _call_batch(p, axis_data, vals, dims, *, jaxpr, **params):
+    if all(d is None for d in dims) and (
+            axis_data.name is None or axis_data.name not in batching.jaxpr_axis_names(
+                jaxpr.jaxpr)):
+        outs = p.bind(*vals, jaxpr=jaxpr, **params)
+        return outs, [None] * len(outs)
+    new, dims_out = batch_jaxpr(jaxpr, axis_data.size, dims, axis_data.name)
     outs = p.bind(*vals, jaxpr=new, **params)
-    return outs, [0] * len(outs)
+    return outs, dims_out
 
 
 # ----------------------------------- partial evaluation ----------------------------------
