@@ -36,6 +36,7 @@ from tracer.numpy.manipulation import (atleast_1d, atleast_2d, atleast_3d, broad
                                        permute_dims, ravel, repeat, reshape, squeeze, stack,
                                        swapaxes, tensordot, tile, transpose, vdot, vecdot,
                                        vstack, where)
+from tracer.numpy.vectorize import vectorize
 from tracer.numpy import array_methods as _array_methods  # noqa: F401  (installs methods)
 
 pi = _np.pi
