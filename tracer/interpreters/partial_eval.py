@@ -475,11 +475,14 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs=None, prune_inputs: bool = False):
             continue
         rule = dce_rules.get(eqn.primitive)
         if rule is not None:
+            # used_ins lines up with the inputs of the equation given to the rule (the new
+            # equation may have dropped some of them).
+            old_invars = eqn.invars
             used_ins, new_eqn = rule(used, eqn)
             if new_eqn is None:
                 continue
             eqn = new_eqn
-            for x, u in zip(eqn.invars, used_ins):
+            for x, u in zip(old_invars, used_ins):
                 if u and type(x) is Var:
                     live.add(x)
         else:
