@@ -240,3 +240,8 @@ def batch_matmul(lhs, rhs, precision=None):
     nb = la.ndim - 2
     batch = tuple(range(nb))
     return dot_general(lhs, rhs, (((la.ndim - 1,), (ra.ndim - 2,)), (batch, batch)), precision)
+
+
+# The decompositions live in their own module; ``lax.linalg.cholesky`` etc. as in JAX.
+from lax.decompositions import (cholesky, eig, eigh, lu, qr, svd,  # noqa: E402
+                                triangular_solve)

@@ -79,6 +79,11 @@ def numerical_jvp(f, primals, tangents, eps=EPS):
                                                    - _np(b)) / (2 * eps))), fp, fm)
 
 
+def _conj(x):
+    a = _np(x)
+    return Array(np.conj(a)) if np.iscomplexobj(a) else x
+
+
 def _inner(xs, ys):
     xl, _ = tree_flatten(xs)
     yl, _ = tree_flatten(ys)
@@ -111,7 +116,9 @@ def check_vjp(f, f_vjp, args, atol=None, rtol=None, eps=EPS, rng=None):
     check_close(v_out, v_expected, atol, rtol, "(vjp primal output)")
     tangents = [_rand_like(rng, a) for a in args]
     cts = tree_map(lambda o: _rand_like(rng, o), v_out)
-    ct_in = vjpfun(cts)
+    # JAX's convention for complex values: the vjp maps conj(ct) to conj(J^H ct), so the
+    # inner-product identity holds after conjugating on both sides (no-op for reals).
+    ct_in = tree_map(_conj, vjpfun(tree_map(_conj, cts)))
     _, t_out = jvp(f, tuple(args), tuple(tangents))
     ip_fwd = _inner(cts, t_out)
     ip_rev = _inner(tangents, ct_in)
