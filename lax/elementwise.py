@@ -1121,7 +1121,8 @@ def _bitcast_abstract_eval(x, *, new_dtype):
 
 def _bitcast_impl(x, *, new_dtype):
     old, new = x.dtype.itemsize, np.dtype(new_dtype).itemsize
-    x = np.ascontiguousarray(x)
+    # (ascontiguousarray alone would turn a 0-d operand into shape (1,))
+    x = np.ascontiguousarray(x).reshape(x.shape)
     if old == new:
         return x.view(new_dtype)
     if old > new:
