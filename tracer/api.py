@@ -508,7 +508,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
             raise TypeError(f"{fname}: axis_name must be hashable, got {axis_name!r}") from None
     pos_names, var_name = _positional_names(fun)
 
-    @functools.wraps(fun)
+    @functools.wraps(fun, updated=())
     def vmapped(*args, **kwargs):
         nargs = len(args)
         if isinstance(in_axes, tuple):
@@ -830,7 +830,9 @@ class JitWrapped:
             pass
         self._cache: dict = {}
         self.trace_count = 0
-        functools.update_wrapper(self, fun)
+        # updated=(): merging fun's __dict__ would copy a wrapped JitWrapped's own ``fun``
+        # and ``_cache`` over ours (jit(vmap(jit(f))) would then run the inner function).
+        functools.update_wrapper(self, fun, updated=())
 
     def __get__(self, obj, objtype=None):
         if obj is None:
