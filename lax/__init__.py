@@ -43,6 +43,14 @@ from lax.random_bits import (rng_bit_generator_p, rng_normal_p, rng_uniform_p,
                              threefry2x32_p)
 from lax.sort import sort, sort_key_val, top_k
 from lax.sort import sort_p, top_k_p
+from lax.indexing import (
+    GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers, dynamic_index_in_dim,
+    dynamic_slice, dynamic_slice_in_dim, dynamic_update_index_in_dim, dynamic_update_slice,
+    dynamic_update_slice_in_dim, gather, index_take, scatter, scatter_add, scatter_apply,
+    scatter_max, scatter_min, scatter_mul, scatter_sub, scatter_with_computation)
+from lax.indexing import (dynamic_slice_p, dynamic_update_slice_p, gather_p, scatter_add_p,
+                          scatter_max_p, scatter_min_p, scatter_mul_p, scatter_p,
+                          scatter_sub_p)
 
 _initialized = True
 import tracer as _tracer  # noqa: E402
