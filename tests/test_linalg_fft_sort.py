@@ -1,0 +1,354 @@
+"""Decompositions, solves, FFT and sorting: against NumPy/SciPy, reconstruction
+identities, check_grads with well-separated spectra, check_vmap, and edge cases."""
+import numpy as np
+import pytest
+import scipy.linalg as sla
+
+import lax
+import tracer
+import tracer.numpy as tnp
+import tracer.numpy.linalg as tla
+import tracer.scipy.linalg as tsl
+from tracer.test_util import check_grads, check_jit, check_vmap
+
+rng = np.random.default_rng(0)
+
+
+def _spd(n, dtype=np.float64, batch=()):
+    a = rng.standard_normal(batch + (n, n))
+    if np.issubdtype(dtype, np.complexfloating):
+        a = a + 1j * rng.standard_normal(batch + (n, n))
+    return (a @ np.conj(np.swapaxes(a, -1, -2)) + n * np.eye(n)).astype(dtype)
+
+
+def _mat(*shape, dtype=np.float64):
+    a = rng.standard_normal(shape)
+    if np.issubdtype(dtype, np.complexfloating):
+        a = a + 1j * rng.standard_normal(shape)
+    return a.astype(dtype)
+
+
+def _tol(dtype):
+    return 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
+
+
+# ------------------------------------------- primitives --------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_cholesky_reconstructs(dtype):
+    s = _spd(4, dtype, (2,))
+    L = np.asarray(lax.linalg.cholesky(s))
+    assert L.dtype == dtype
+    np.testing.assert_allclose(L @ np.conj(np.swapaxes(L, -1, -2)), s, rtol=_tol(dtype),
+                               atol=_tol(dtype) * 10)
+    np.testing.assert_allclose(np.triu(L[0], 1), 0)
+
+
+def test_cholesky_not_positive_definite_gives_nan():
+    out = np.asarray(lax.linalg.cholesky(-np.eye(3)))
+    assert np.isnan(out).all()
+
+
+def test_cholesky_grads_and_vmap():
+    s = _spd(3)
+    check_grads(lax.linalg.cholesky, (s,), order=2)
+    check_vmap(lax.linalg.cholesky, (_spd(3, batch=(3,)),))
+
+
+@pytest.mark.parametrize("left_side", [True, False])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("transpose_a", [True, False])
+def test_triangular_solve_against_scipy_and_grads(left_side, lower, transpose_a):
+    a = _mat(4, 4)
+    a = (np.tril(a) if lower else np.triu(a)) + 4 * np.eye(4)
+    b = _mat(4, 3) if left_side else _mat(3, 4)
+    x = np.asarray(lax.linalg.triangular_solve(a, b, left_side=left_side, lower=lower,
+                                               transpose_a=transpose_a))
+    op = a.T if transpose_a else a
+    np.testing.assert_allclose(op @ x if left_side else x @ op, b, atol=1e-12)
+    f = lambda a, b: lax.linalg.triangular_solve(a, b, left_side=left_side, lower=lower,
+                                                 transpose_a=transpose_a)
+    check_grads(f, (a, b), order=1)
+    check_vmap(f, (np.stack([a, 2 * a]), np.stack([b, b + 1])))
+    check_vmap(f, (a, np.stack([b, b + 1])), in_axes=(None, 0))
+
+
+def test_triangular_solve_singular_gives_inf_nan():
+    x = np.asarray(lax.linalg.triangular_solve(np.zeros((2, 2)), np.ones((2, 1)),
+                                               left_side=True, lower=True))
+    assert np.isinf(x[0, 0]) and np.isnan(x[1, 0])
+
+
+def test_triangular_solve_bad_shapes():
+    with pytest.raises(ValueError, match="triangular_solve"):
+        lax.linalg.triangular_solve(np.eye(3), np.ones((2, 2)), left_side=True)
+
+
+def test_lu_reconstructs_and_grads():
+    a = _mat(4, 4)
+    lu_, piv, perm = (np.asarray(v) for v in lax.linalg.lu(a))
+    L = np.tril(lu_, -1) + np.eye(4)
+    U = np.triu(lu_)
+    np.testing.assert_allclose(a[perm], L @ U, atol=1e-12)
+    lu_s, piv_s = sla.lu_factor(a)
+    np.testing.assert_allclose(lu_, lu_s, atol=1e-12)
+    np.testing.assert_array_equal(piv, piv_s)
+    check_grads(lambda a: lax.linalg.lu(a)[0], (a,), order=1)
+    r = _mat(5, 3)
+    lu_r, _, perm_r = (np.asarray(v) for v in lax.linalg.lu(r))
+    Lr = np.tril(lu_r, -1)[:, :3] + np.eye(5, 3)
+    np.testing.assert_allclose(r[perm_r], Lr @ np.triu(lu_r[:3]), atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3)])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_qr(shape, dtype):
+    a = _mat(*shape, dtype=dtype)
+    q, r = (np.asarray(v) for v in lax.linalg.qr(a, full_matrices=False))
+    np.testing.assert_allclose(q @ r, a, atol=1e-12)
+    np.testing.assert_allclose(np.conj(q.T) @ q, np.eye(q.shape[1]), atol=1e-12)
+    check_grads(lambda a: lax.linalg.qr(a, full_matrices=False), (a,), order=1)
+    qf, rf = lax.linalg.qr(a, full_matrices=True)
+    assert np.asarray(qf).shape == (shape[0], shape[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_eigh(dtype):
+    s = _spd(4, dtype)
+    v, w = (np.asarray(t) for t in lax.linalg.eigh(s))
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(s), atol=1e-10)
+    np.testing.assert_allclose(s @ v, v * w, atol=1e-10)
+    check_grads(lambda s: lax.linalg.eigh(s)[1], (s,), order=2)
+
+
+def test_eigh_eigenvector_grads_real():
+    s = np.diag([1.0, 2.0, 4.0]) + 0.1 * _spd(3)
+    # Eigenvectors are defined up to sign: differentiate a sign-invariant function.
+    check_grads(lambda s: tnp.abs(lax.linalg.eigh(s)[0]), (s,), order=1)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4)])
+def test_svd(shape):
+    a = _mat(*shape)
+    u, s, vh = (np.asarray(t) for t in lax.linalg.svd(a, full_matrices=False))
+    np.testing.assert_allclose((u * s) @ vh, a, atol=1e-12)
+    np.testing.assert_allclose(s, np.linalg.svd(a, compute_uv=False), atol=1e-12)
+    check_grads(lambda a: lax.linalg.svd(a, compute_uv=False), (a,), order=2)
+    # u, vh are defined up to a sign per singular vector: check u diag(s) vh's derivative
+    # and the sign-invariant |u|.
+    check_grads(lambda a: tnp.abs(lax.linalg.svd(a, full_matrices=False)[0]), (a,), order=1)
+
+
+def test_eig_host_and_eigenvalue_grads():
+    a = np.array([[2.0, 1.0], [0.5, 3.0]])
+    w, v = (np.asarray(t) for t in lax.linalg.eig(a))
+    np.testing.assert_allclose(a @ v, v * w, atol=1e-12)
+    g = tracer.grad(lambda a: tnp.real(lax.linalg.eig(
+        a, compute_right_eigenvectors=False)[0]).sum())(a)
+    np.testing.assert_allclose(np.asarray(g), np.eye(2), atol=1e-10)  # d trace / dA
+
+
+def test_decompositions_vmap():
+    for f, x in [(lambda a: lax.linalg.qr(a, full_matrices=False), _mat(3, 4, 3)),
+                 (lambda a: lax.linalg.lu(a), _mat(3, 3, 3)),
+                 (lambda a: lax.linalg.eigh(a)[1], _spd(3, batch=(2,))),
+                 (lambda a: lax.linalg.svd(a, compute_uv=False), _mat(2, 3, 4))]:
+        check_vmap(f, (x,))
+        check_vmap(f, (np.moveaxis(x, 0, 2),), in_axes=2)
+
+
+# ------------------------------------------ numpy.linalg --------------------------------------
+
+def test_numpy_linalg_against_numpy():
+    a = _mat(4, 4)
+    b = _mat(4, 2)
+    s = _spd(4)
+    close = lambda x, y: np.testing.assert_allclose(np.asarray(x), y, rtol=1e-9, atol=1e-10)
+    close(tla.solve(a, b), np.linalg.solve(a, b))
+    close(tla.solve(a, b[:, 0]), np.linalg.solve(a, b[:, 0]))
+    close(tla.inv(a), np.linalg.inv(a))
+    close(tla.det(a), np.linalg.det(a))
+    for x, y in zip(tla.slogdet(a), np.linalg.slogdet(a)):
+        close(x, y)
+    close(tla.pinv(b), np.linalg.pinv(b))
+    close(tla.cholesky(s), np.linalg.cholesky(s))
+    close(tla.eigvalsh(s), np.linalg.eigvalsh(s))
+    close(tla.svd(a, compute_uv=False), np.linalg.svd(a, compute_uv=False))
+    close(tla.matrix_power(a, 3), np.linalg.matrix_power(a, 3))
+    close(tla.matrix_power(a, -2), np.linalg.matrix_power(a, -2))
+    close(tla.matrix_power(a, 0), np.eye(4))
+    assert int(tla.matrix_rank(b @ b.T)) == 2
+    close(tla.cond(a), np.linalg.cond(a))
+    close(tla.lstsq(b, a[:, 0])[0], np.linalg.lstsq(b, a[:, 0], rcond=None)[0])
+    close(tla.multi_dot([a, b, b.T, a]), a @ b @ b.T @ a)
+    close(tla.cross(np.arange(3.0), np.ones(3)), np.cross(np.arange(3.0), np.ones(3)))
+    for ord in [None, "fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf]:
+        close(tla.norm(a, ord), np.linalg.norm(a, ord))
+    for ord in [None, 1, 2, 3, np.inf, -np.inf, 0]:
+        close(tla.norm(a[0], ord), np.linalg.norm(a[0], ord))
+    close(tla.norm(a, axis=1, keepdims=True), np.linalg.norm(a, axis=1, keepdims=True))
+
+
+def test_numpy_linalg_singular_and_batched():
+    assert float(tla.det(np.zeros((3, 3)))) == 0.0
+    sign, logdet = tla.slogdet(np.zeros((2, 2)))
+    assert float(sign) == 0.0 and float(logdet) == -np.inf
+    assert not np.isfinite(np.asarray(tla.inv(np.zeros((2, 2))))).all()
+    a = _mat(3, 4, 4)
+    np.testing.assert_allclose(np.asarray(tla.det(a)), np.linalg.det(a), rtol=1e-9)
+    np.testing.assert_allclose(np.asarray(tla.inv(a)), np.linalg.inv(a), rtol=1e-8, atol=1e-9)
+    with pytest.raises(np.linalg.LinAlgError, match="square"):
+        tla.inv(np.ones((2, 3)))
+
+
+def test_numpy_linalg_grads():
+    a = _mat(3, 3) + 3 * np.eye(3)
+    check_grads(tla.det, (a,), order=2)
+    check_grads(tla.inv, (a,), order=1)
+    check_grads(lambda a, b: tla.solve(a, b), (a, _mat(3, 2)), order=1)
+    check_grads(lambda a: tla.slogdet(a)[1], (a,), order=2)
+    check_grads(lambda a: tla.norm(a), (a,), order=2)
+    np.testing.assert_allclose(np.asarray(tracer.grad(tla.det)(a)),
+                               np.linalg.det(a) * np.linalg.inv(a).T, rtol=1e-9)
+
+
+def test_scipy_linalg_against_scipy():
+    a = _mat(4, 4)
+    b = _mat(4, 2)
+    s = _spd(4)
+    close = lambda x, y: np.testing.assert_allclose(np.asarray(x), y, rtol=1e-9, atol=1e-9)
+    close(tsl.cholesky(s), sla.cholesky(s))
+    close(tsl.cho_solve(tsl.cho_factor(s), b), sla.cho_solve(sla.cho_factor(s), b))
+    close(tsl.cho_solve(tsl.cho_factor(s, lower=True), b),
+          sla.cho_solve(sla.cho_factor(s, lower=True), b))
+    t = np.tril(a) + 3 * np.eye(4)
+    for trans in (0, 1, 2, "T"):
+        close(tsl.solve_triangular(t, b, trans=trans, lower=True),
+              sla.solve_triangular(t, b, trans=trans, lower=True))
+        if trans != "T":
+            close(tsl.lu_solve(tsl.lu_factor(a), b, trans=trans),
+                  sla.lu_solve(sla.lu_factor(a), b, trans=trans))
+    for x, y in zip(tsl.lu(a), sla.lu(a)):
+        close(x, y)
+    close(tsl.expm(a), sla.expm(a))
+    close(tsl.expm(20 * a), sla.expm(20 * a))
+    close(tracer.jit(tsl.expm)(a), sla.expm(a))
+    close(tsl.expm(np.zeros((3, 3))), np.eye(3))
+    close(tsl.block_diag(np.ones((2, 2)), 3 * np.ones((1, 3))),
+          sla.block_diag(np.ones((2, 2)), 3 * np.ones((1, 3))))
+    close(tsl.solve(s, b, assume_a="pos"), np.linalg.solve(s, b))
+
+
+# -------------------------------------------- FFT ------------------------------------------
+
+F = tnp.fft
+
+
+@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+def test_fft_family_against_numpy(norm):
+    x = rng.standard_normal((2, 3, 4, 5))
+    xc = x + 1j * rng.standard_normal(x.shape)
+    close = lambda a, b: np.testing.assert_allclose(np.asarray(a), b, rtol=1e-10, atol=1e-10)
+    close(F.fft(xc, norm=norm), np.fft.fft(xc, norm=norm))
+    close(F.ifft(xc, 7, axis=1, norm=norm), np.fft.ifft(xc, 7, axis=1, norm=norm))
+    close(F.rfft(x, 6, norm=norm), np.fft.rfft(x, 6, norm=norm))
+    close(F.irfft(xc, norm=norm), np.fft.irfft(xc, norm=norm))
+    close(F.irfft(xc, 9, axis=0, norm=norm), np.fft.irfft(xc, 9, axis=0, norm=norm))
+    close(F.fftn(xc, norm=norm), np.fft.fftn(xc, norm=norm))
+    close(F.ifftn(xc, norm=norm), np.fft.ifftn(xc, norm=norm))
+    close(F.rfftn(x, norm=norm), np.fft.rfftn(x, norm=norm))
+    close(F.irfftn(xc, norm=norm), np.fft.irfftn(xc, norm=norm))
+    close(F.fft2(xc, s=(2, 6), norm=norm), np.fft.fft2(xc, s=(2, 6), norm=norm))
+    close(F.rfft2(x, norm=norm), np.fft.rfft2(x, norm=norm))
+    close(F.irfft2(xc, norm=norm), np.fft.irfft2(xc, norm=norm))
+    close(F.hfft(xc, norm=norm), np.fft.hfft(xc, norm=norm))
+    close(F.ihfft(x, norm=norm), np.fft.ihfft(x, norm=norm))
+
+
+def test_fft_helpers_and_dtypes():
+    x = rng.standard_normal((4, 6))
+    np.testing.assert_allclose(np.asarray(F.fftfreq(7, 0.5)), np.fft.fftfreq(7, 0.5))
+    np.testing.assert_allclose(np.asarray(F.rfftfreq(8)), np.fft.rfftfreq(8))
+    np.testing.assert_array_equal(np.asarray(F.fftshift(x)), np.fft.fftshift(x))
+    np.testing.assert_array_equal(np.asarray(F.ifftshift(x, axes=1)), np.fft.ifftshift(x, axes=1))
+    assert np.asarray(F.fft(x.astype(np.float32))).dtype == np.complex64
+    assert np.asarray(F.irfft(F.rfft(x.astype(np.float32)))).dtype == np.float32
+    assert np.asarray(F.fft(np.arange(4))).dtype == np.complex128
+    with pytest.raises(ValueError, match="norm"):
+        F.fft(x, norm="bad")
+    with pytest.raises(TypeError, match="real"):
+        F.rfft(x + 1j)
+
+
+@pytest.mark.parametrize("fft_type,lengths,complex_in", [
+    ("FFT", (8,), True), ("IFFT", (8,), True), ("RFFT", (8,), False), ("IRFFT", (8,), True),
+    ("IRFFT", (9,), True), ("FFT", (3, 8), True), ("RFFT", (3, 8), False),
+    ("IRFFT", (3, 8), True)])
+def test_fft_primitive_grads_and_vmap(fft_type, lengths, complex_in):
+    shape = (3,) * (len(lengths) == 1) + lengths[:-1] + (
+        lengths[-1] // 2 + 1 if fft_type == "IRFFT" else lengths[-1],)
+    x = rng.standard_normal(shape)
+    if complex_in:
+        x = x + 1j * rng.standard_normal(shape)
+    f = lambda a: lax.fft(a, fft_type, lengths)
+    check_grads(f, (x,), order=1)
+    check_vmap(f, (np.stack([x, 2 * x]),))
+
+
+def test_fft_under_jit_and_grad_of_power_spectrum():
+    x = rng.standard_normal(16)
+    check_jit(lambda a: F.rfft(a), (x,), atol=1e-12, rtol=1e-12)
+    check_grads(lambda a: tnp.sum(tnp.abs(F.rfft(a)) ** 2), (x,), order=2)
+    # Parseval: sum |X|^2 = n sum x^2 -> gradient 2 n x (with the rfft halving accounted).
+    g = tracer.grad(lambda a: tnp.sum(tnp.abs(F.fft(a)) ** 2))(x)
+    np.testing.assert_allclose(np.asarray(g), 2 * 16 * x, rtol=1e-10)
+
+
+# -------------------------------------------- sort ------------------------------------------
+
+def test_sort_nan_zero_ties_and_stability():
+    x = np.array([3.0, np.nan, -0.0, 0.0, -np.inf, 1.0, -np.nan, 2.0, np.inf])
+    out = np.asarray(lax.sort(x))
+    np.testing.assert_array_equal(out[:7], [-np.inf, -0.0, 0.0, 1.0, 2.0, 3.0, np.inf])
+    assert np.isnan(out[7:]).all()
+    # -0.0 and 0.0 tie: a stable sort keeps their order.
+    assert np.signbit(out[1]) and not np.signbit(out[2])
+    keys = np.array([2, 1, 2, 0, 1])
+    k, v = lax.sort_key_val(keys, np.arange(5.0))
+    np.testing.assert_array_equal(np.asarray(v), [3, 1, 4, 0, 2])
+    # Multi-key lexicographic sort.
+    a, b = lax.sort([np.array([1, 0, 1, 0]), np.array([5, 7, 4, 6])], num_keys=2)
+    np.testing.assert_array_equal(np.asarray(b), [6, 7, 4, 5])
+
+
+def test_sort_complex_and_dimension():
+    z = np.array([1 + 2j, 1 - 1j, -3 + 0j, 1 + 0j])
+    np.testing.assert_array_equal(np.asarray(lax.sort(z)), np.sort(z))
+    m = rng.standard_normal((3, 4))
+    np.testing.assert_array_equal(np.asarray(lax.sort(m, dimension=0)), np.sort(m, axis=0))
+
+
+def test_sort_grad_and_vmap():
+    x = rng.standard_normal(6)
+    check_grads(lambda x: lax.sort(x), (x,), order=2)
+    check_grads(lambda x: lax.sort_key_val(x, 2 * x)[1], (x,), order=1)
+    check_vmap(lambda x: lax.sort(x), (rng.standard_normal((3, 5)),), in_axes=1)
+    check_vmap(lambda k, v: lax.sort_key_val(k, v), (rng.standard_normal((3, 5)),
+                                                     rng.standard_normal(5)), in_axes=(0, None))
+
+
+def test_top_k():
+    x = np.array([1, 3, 3, 2, 5], np.int32)
+    v, i = lax.top_k(x, 3)
+    np.testing.assert_array_equal(np.asarray(v), [5, 3, 3])
+    np.testing.assert_array_equal(np.asarray(i), [4, 1, 2])  # ties: lower index first
+    assert np.asarray(i).dtype == np.int32
+    f = np.array([1.0, np.nan, 3.0])
+    v, i = lax.top_k(f, 2)
+    assert np.isnan(np.asarray(v)[0]) and np.asarray(i).tolist() == [1, 2]
+    with pytest.raises(ValueError, match="k=4"):
+        lax.top_k(np.ones(3), 4)
+    m = rng.standard_normal((4, 6))
+    check_grads(lambda m: lax.top_k(m, 2)[0], (m,), order=2)
+    check_vmap(lambda m: lax.top_k(m, 2), (m,), in_axes=1)
+    check_vmap(lambda m: lax.top_k(m, 2), (m,), in_axes=0)
