@@ -52,6 +52,10 @@ from lax.indexing import (dynamic_slice_p, dynamic_update_slice_p, gather_p, sca
                           scatter_max_p, scatter_min_p, scatter_mul_p, scatter_p,
                           scatter_sub_p)
 
+from lax.control_flow import (associative_scan, closed_call, composite, cond, fori_loop, map,
+                              optimization_barrier, scan, switch, while_loop)
+from lax.control_flow import composite_p, cond_p, optimization_barrier_p, scan_p, while_p
+
 _initialized = True
 import tracer as _tracer  # noqa: E402
 if hasattr(_tracer, "_finish_init") and not hasattr(_tracer, "grad"):
