@@ -37,6 +37,9 @@ from tracer.numpy.manipulation import (atleast_1d, atleast_2d, atleast_3d, broad
                                        swapaxes, tensordot, tile, transpose, vdot, vecdot,
                                        vstack, where)
 from tracer.numpy.vectorize import vectorize
+from tracer.numpy.indexing_funcs import (argwhere, choose, compress, extract, flatnonzero,
+                                         nonzero, place, put, put_along_axis, select, take,
+                                         take_along_axis)
 from tracer.numpy import array_methods as _array_methods  # noqa: F401  (installs methods)
 
 pi = _np.pi
