@@ -134,7 +134,6 @@ def eval_shape(fun: Callable, *args, **kwargs):
 
 def _check_tangent(p, t, fname, i):
     pa, ta = get_aval(p), get_aval(t)
-    expected = pa.at_least_vspace()
     if ta.shape != pa.shape:
         raise ValueError(f"{fname}: primal and tangent arguments must have equal shapes; "
                          f"argument {i} has primal {pa.str_short()} and tangent "
@@ -142,30 +141,44 @@ def _check_tangent(p, t, fname, i):
     if dtypes.is_inexact(pa.dtype) and ta.dtype != pa.dtype:
         raise TypeError(f"{fname}: primal and tangent arguments must have equal dtypes; "
                         f"argument {i} has primal {pa.str_short()} and tangent "
-                        f"{ta.str_short()}")
+                        f"{ta.str_short()} (expected dtype {pa.dtype.name})")
     if not dtypes.is_inexact(pa.dtype) and ta.dtype != dtypes.float0:
         raise TypeError(f"{fname}: the tangent of the integer/bool primal {i} "
-                        f"({pa.str_short()}) must have dtype float0, got {ta.str_short()}")
-    del expected
+                        f"({pa.str_short()}) must have dtype float0 (e.g. "
+                        f"np.zeros(shape, tracer.dtypes.float0)), got {ta.str_short()}")
+
+
+def _tangent_in(p, t):
+    """The tangent a transformation starts from: symbolic zeros for integer primals."""
+    if not dtypes.is_inexact(get_aval(p).dtype):
+        return ad.Zero.from_primal_value(p)
+    return _as_array(t)
 
 
 def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
-    """Forward-mode derivative: returns ``(fun(*primals), J @ tangents)`` (with aux when
-    ``has_aux``). ``primals`` and ``tangents`` are tuples/lists of equal pytree structure;
-    integer primals take float0 tangents."""
+    """Forward-mode derivative (``jax.jvp``): returns ``(fun(*primals), J(primals) @
+    tangents)``, plus ``fun``'s auxiliary output with ``has_aux`` (``fun`` then returns
+    ``(output, aux)``; aux is not differentiated).
+
+    ``primals`` and ``tangents`` are tuples (or lists) of positional arguments with equal
+    pytree structures, shapes and dtypes; integer and bool primals take float0 tangents and
+    integer outputs get float0 tangents. Raises TypeError/ValueError naming the argument
+    on structure, shape or dtype mismatches.
+    """
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
-        raise TypeError("jvp: primals and tangents must be tuples or lists of arguments, got "
-                        f"{type(primals).__name__} and {type(tangents).__name__}")
+        raise TypeError("jvp: primal and tangent arguments must be tuples or lists of "
+                        f"positional arguments; found {type(primals).__name__} and "
+                        f"{type(tangents).__name__}")
     p_leaves, p_tree = tree_flatten(tuple(primals))
     t_leaves, t_tree = tree_flatten(tuple(tangents))
     if p_tree != t_tree:
-        raise TypeError(f"jvp: primal and tangent arguments must have the same tree structure; "
-                        f"got {p_tree} and {t_tree}")
+        raise TypeError(f"jvp: primal and tangent arguments must have the same tree "
+                        f"structure; got {p_tree} and {t_tree}")
     p_leaves = [_as_array(_check_arg(x, "jvp")) for x in p_leaves]
     for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
+        _check_arg(t, "jvp", f"(tangent {i})")
         _check_tangent(p, t, "jvp", i)
-    tans = [ad.Zero.from_primal_value(p) if not dtypes.is_inexact(get_aval(p).dtype) else
-            _as_array(t) for p, t in zip(p_leaves, t_leaves)]
+    tans = [_tangent_in(p, t) for p, t in zip(p_leaves, t_leaves)]
     out_store, aux_store = [], []
 
     def flat_fun(*xs):
@@ -187,20 +200,25 @@ def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
 
 def _split_aux(out, fname):
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
-        raise TypeError(f"{fname} with has_aux=True: the function must return a pair "
-                        f"(output, aux), got {type(out).__name__}")
+        raise TypeError(f"{fname} with has_aux=True: expected the function to return a pair "
+                        f"(output, aux) (a two-element tuple), but got "
+                        f"{type(out).__name__}" +
+                        (f" of length {len(out)}" if isinstance(out, (tuple, list)) else ""))
     return out[0], out[1]
 
 
 def _lower_aux(aux):
-    return tree_map(lambda x: x.full_lower() if isinstance(x, Tracer) else x, aux)
+    return tree_map(ad.lower_escaped, aux)
 
 
 # -------------------------------------- linearize ----------------------------------------
 
 def linearize(fun: Callable, *primals, has_aux: bool = False):
-    """Returns ``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the jvp at
-    ``primals`` with the primal computation already done (JAX's ``linearize``)."""
+    """``jax.linearize``: returns ``(fun(*primals), f_jvp)`` (plus aux with ``has_aux``)
+    where ``f_jvp(*tangents)`` evaluates the jvp at ``primals``. The primal computation
+    runs now; ``f_jvp`` replays only the linear tangent computation (a jaxpr built by
+    partial evaluation of the jvp). Tangents must match the primals' structure, shapes
+    and dtypes (float0 for integer primals)."""
     p_leaves, p_tree = tree_flatten(tuple(primals))
     p_leaves = [_as_array(_check_arg(x, "linearize")) for x in p_leaves]
     out_store, aux_store = [], []
@@ -223,6 +241,7 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
             raise TypeError(f"linearize: the tangents must have the structure of the primals, "
                             f"{p_tree}; got {t_tree}")
         for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
+            _check_arg(t, "linearize", f"(tangent {i})")
             _check_tangent(p, t, "linearize", i)
         return tree_unflatten(out_tree, lin(*t_leaves))
 
@@ -233,9 +252,13 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
 # ----------------------------------------- vjp -------------------------------------------
 
 def vjp(fun: Callable, *primals, has_aux: bool = False):
-    """Reverse mode: returns ``(fun(*primals), f_vjp)`` with ``f_vjp(ct)`` giving one
-    cotangent per primal (a tuple); ``ct`` has the structure, shapes and dtypes of the
-    output. Integer primals get float0 cotangents."""
+    """Reverse mode (``jax.vjp``): returns ``(fun(*primals), f_vjp)`` (plus aux with
+    ``has_aux``). ``f_vjp(ct)`` takes a cotangent with the structure, shapes and dtypes of
+    the output and returns a tuple with one cotangent per primal. Complex values follow
+    JAX's convention (``f_vjp(ct)`` is ``ct`` times the Jacobian, no conjugation; the
+    gradient of a real function of complex inputs is the conjugate of df/dz... see
+    ``grad``). Integer primals get float0 cotangents; integer outputs take float0 (or
+    any, ignored) cotangents. Raises TypeError/ValueError naming the mismatching leaf."""
     p_leaves, p_tree = tree_flatten(tuple(primals))
     p_leaves = [_as_array(_check_arg(x, "vjp")) for x in p_leaves]
     out_store, aux_store = [], []
@@ -256,18 +279,25 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     def f_vjp(ct):
         ct_leaves, ct_tree = tree_flatten(ct)
         if ct_tree != out_tree:
-            raise TypeError(f"vjp: the cotangent must have the structure of the output, "
+            raise TypeError(f"vjp: the cotangent passed to the VJP function must have the "
+                            f"structure of the differentiated function's output, "
                             f"{out_tree}; got {ct_tree}")
         cts = []
         for i, (c, a) in enumerate(zip(ct_leaves, out_avals)):
+            _check_arg(c, "vjp", f"(cotangent {i})")
             ca = get_aval(c)
             if ca.shape != a.shape:
-                raise ValueError(f"vjp: cotangent {i} has shape {ca.str_short()} but the "
-                                 f"output has {a.str_short()}")
-            if dtypes.is_inexact(a.dtype) and ca.dtype != a.dtype:
-                raise TypeError(f"vjp: cotangent {i} has dtype {ca.dtype.name}, the output "
-                                f"{a.dtype.name}")
-            cts.append(_as_array(c) if ca.dtype != dtypes.float0 else ad.Zero(a.at_least_vspace()))
+                raise ValueError(f"vjp: cotangent {i} has type {ca.str_short()}, but the "
+                                 f"corresponding output of the differentiated function has "
+                                 f"type {a.str_short()} (expected shape {a.shape})")
+            if not dtypes.is_inexact(a.dtype) or ca.dtype == dtypes.float0:
+                cts.append(ad.Zero(a.at_least_vspace()))
+                continue
+            if ca.dtype != a.dtype:
+                raise TypeError(f"vjp: cotangent {i} has type {ca.str_short()}, but the "
+                                f"corresponding output of the differentiated function has "
+                                f"type {a.str_short()} (expected dtype {a.dtype.name})")
+            cts.append(_as_array(c))
         cts_in = lin.transpose(cts)
         return tree_unflatten(p_tree, cts_in)
 
@@ -277,40 +307,85 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
 
 # ------------------------------------- grad family ---------------------------------------
 
+def _diff_argnums(argnums, nargs, fname, who):
+    """``argnums`` (int or sequence of ints, negative counting from the end) as a tuple of
+    non-negative positions; TypeError naming what was expected and what came."""
+    single = isinstance(argnums, (int, np.integer)) and not isinstance(argnums, bool)
+    if single:
+        nums = (argnums,)
+    elif isinstance(argnums, (tuple, list)) and all(
+            isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in argnums):
+        nums = tuple(argnums)
+        if not nums:
+            raise TypeError(f"{who} of {fname}: argnums is empty; give at least one argument "
+                            "position to differentiate with respect to")
+    else:
+        raise TypeError(f"{who} of {fname}: argnums must be an int or a tuple of ints, got "
+                        f"{argnums!r}")
+    out = []
+    for a in nums:
+        a = int(a)
+        if not -nargs <= a < nargs:
+            raise TypeError(f"{who} of {fname}: differentiating with respect to argnums={a} "
+                            f"requires at least {a + 1 if a >= 0 else -a} positional "
+                            f"arguments to be passed by the caller, but got only {nargs}")
+        out.append(a % nargs)
+    return tuple(out), single
+
+
+def _check_input_dtype_revderiv(who, fname, holomorphic, allow_int, x, where):
+    _check_arg(x, f"{who} of {fname}", where)
+    dt = get_aval(x).dtype
+    if holomorphic:
+        if not dtypes.is_complex(dt):
+            raise TypeError(f"{who} of {fname} with holomorphic=True requires inputs with "
+                            f"complex dtype, but got {dt.name} for argument {where}")
+    if not dtypes.is_inexact(dt) and not allow_int:
+        raise TypeError(f"{who} of {fname} requires real- or complex-valued inputs (input "
+                        f"dtype that is a sub-dtype of np.inexact), but got {dt.name} for "
+                        f"argument {where}. If you want to use Boolean- or integer-valued "
+                        "inputs, use vjp or set allow_int to True.")
+
+
+def _check_output_dtype_revderiv(who, fname, holomorphic, aval):
+    dt = aval.dtype
+    if holomorphic:
+        if not dtypes.is_complex(dt):
+            raise TypeError(f"{who} of {fname} with holomorphic=True requires outputs with "
+                            f"complex dtype, but got {dt.name}")
+    elif dtypes.is_complex(dt):
+        raise TypeError(f"{who} of {fname} requires real-valued outputs (output dtype that "
+                        f"is a sub-dtype of np.floating), but got {dt.name}. For holomorphic "
+                        "differentiation, pass holomorphic=True. For differentiation of "
+                        "non-holomorphic functions involving complex outputs, use vjp "
+                        "directly.")
+    elif not dtypes.is_floating(dt):
+        raise TypeError(f"{who} of {fname} requires real-valued outputs (output dtype that "
+                        f"is a sub-dtype of np.floating), but got {dt.name}. For "
+                        "differentiation of functions with integer outputs, use vjp "
+                        "directly.")
+
+
 def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
                    allow_int: bool = False):
-    """``fun``'s value and its gradient with respect to the arguments ``argnums`` (an int
-    or a tuple). ``fun`` must return a real scalar (complex with ``holomorphic``).
-    Raises TypeError for non-scalar or integer outputs, or integer inputs without
-    ``allow_int``."""
+    """``jax.value_and_grad``: a function returning ``(fun(*args), gradient)`` (with
+    ``has_aux``: ``((value, aux), gradient)``). See ``grad`` for the arguments, the complex
+    convention and the errors."""
     fname = _fun_name(fun)
+    _diff_argnums(argnums, 1 << 30, fname, "grad")  # validate the argnums type early
 
     @functools.wraps(fun)
     def value_and_grad_f(*args, **kwargs):
-        nargs = len(args)
-        argnums_t = _normalize_argnums(argnums, nargs) if nargs else None
-        if not args:
-            raise TypeError(f"grad of {fname}: called with no positional arguments to "
-                            f"differentiate (argnums={argnums})")
-        argnums_t = (argnums_t,) if isinstance(argnums_t, int) else argnums_t
-        diff_args = [args[i] for i in argnums_t]
-        for i, a in zip(argnums_t, diff_args):
-            for leaf in tree_flatten(a)[0]:
-                _check_arg(leaf, f"grad of {fname}", f"{i}")
-                dt = get_aval(leaf).dtype
-                if holomorphic and not dtypes.is_complex(dt):
-                    raise TypeError(f"grad of {fname} with holomorphic=True requires complex "
-                                    f"inputs, got {dt.name} for argument {i}")
-                if not dtypes.is_inexact(dt) and not allow_int:
-                    raise TypeError(
-                        f"grad of {fname} requires real- or complex-valued inputs (input "
-                        f"dtype that is a sub-dtype of np.inexact), but got {dt.name} for "
-                        f"argument {i}. If you want to use integer-valued inputs, use "
-                        "vjp or set allow_int to True.")
+        nums, single = _diff_argnums(argnums, len(args), fname, "grad")
+        diff_args = [args[i] for i in nums]
+        for i, a in zip(nums, diff_args):
+            for path, leaf in tree_flatten_with_path(a)[0]:
+                _check_input_dtype_revderiv("grad", fname, holomorphic, allow_int, leaf,
+                                            f"{i}{keystr(path)}")
 
         def f_partial(*dargs):
             full = list(args)
-            for i, a in zip(argnums_t, dargs):
+            for i, a in zip(nums, dargs):
                 full[i] = a
             return fun(*full, **kwargs)
 
@@ -319,9 +394,11 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
         else:
             ans, f_vjp = vjp(f_partial, *diff_args)
         _check_scalar(ans, fname, holomorphic)
-        ct = Array(np.ones((), get_aval(ans).dtype))
-        g = f_vjp(ct)
-        g = g[0] if isinstance(argnums, int) else tuple(g)
+        aval = get_aval(ans)
+        # The seed keeps the output's weak type, so that gradients of weakly typed
+        # (Python scalar) computations stay weakly typed, as in JAX.
+        g = f_vjp(Array(np.ones((), aval.dtype), aval.weak_type))
+        g = g[0] if single else tuple(g)
         return ((ans, aux), g) if has_aux else (ans, g)
 
     return value_and_grad_f
@@ -329,26 +406,33 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
 
 def _check_scalar(x, fname, holomorphic):
     if not isinstance(x, (Array, Tracer)) and not np.isscalar(x):
-        raise TypeError(f"grad of {fname} requires a scalar output, got a {type(x).__name__}")
+        raise TypeError(f"Gradient only defined for scalar-output functions. Output of "
+                        f"{fname} was a {type(x).__name__}: {x!r:.200}")
     aval = get_aval(x)
     if aval.shape != ():
         raise TypeError(f"Gradient only defined for scalar-output functions. Output of "
                         f"{fname} had shape: {aval.shape}. Use jacrev/jacfwd or vjp for "
                         "non-scalar outputs.")
-    if dtypes.is_complex(aval.dtype) and not holomorphic:
-        raise TypeError(f"grad of {fname} requires real-valued outputs (output dtype that is "
-                        f"a sub-dtype of np.floating), but got {aval.dtype.name}. For "
-                        "holomorphic differentiation, pass holomorphic=True.")
-    if not dtypes.is_inexact(aval.dtype):
-        raise TypeError(f"grad of {fname} requires real-valued outputs (output dtype that is "
-                        f"a sub-dtype of np.floating), but got {aval.dtype.name}")
+    _check_output_dtype_revderiv("grad", fname, holomorphic, aval)
 
 
 def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
          allow_int: bool = False):
-    """The gradient of scalar-valued ``fun`` with respect to arguments ``argnums``
-    (``jax.grad``). Returns a function with ``fun``'s signature giving the gradient (a
-    tuple for tuple ``argnums``; ``(grad, aux)`` with ``has_aux``)."""
+    """The gradient of scalar-valued ``fun`` (``jax.grad``): a function with ``fun``'s
+    signature returning the gradient with respect to the positional arguments ``argnums``
+    (an int: that argument's pytree; a tuple: a tuple of them). With ``has_aux``, ``fun``
+    returns ``(value, aux)`` and the result is ``(gradient, aux)``.
+
+    ``fun`` must return a real floating scalar. Complex inputs follow JAX's convention:
+    for real ``f(z)`` the result is the conjugate of the Wirtinger derivative times two,
+    ``df/dx - i df/dy`` (e.g. ``grad(lambda z: abs(z)**2)(z) == 2 * conj(z)``). With
+    ``holomorphic=True`` inputs and output must be complex and the result is ``f'(z)``.
+    Integer/bool inputs need ``allow_int=True`` (their gradient is float0 zeros).
+
+    Raises TypeError for non-scalar, integer or (without ``holomorphic``) complex outputs,
+    integer inputs without ``allow_int``, argnums that are not ints or name missing
+    arguments, and non-array arguments.
+    """
     vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
     @functools.wraps(fun)
@@ -630,7 +714,8 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
 # ------------------------------------ jacobians ------------------------------------------
 
 def _std_basis(leaves):
-    """Identity matrices over the flattened inputs, one block per leaf."""
+    """Identity matrices over the flattened leaves, one block per leaf: leaf i gets shape
+    (n,) + leaf.shape, n the total size; dtype of the leaf."""
     sizes = [get_aval(x).size for x in leaves]
     n = sum(sizes)
     out = []
@@ -644,115 +729,129 @@ def _std_basis(leaves):
     return out, n
 
 
+def _split_jac_axis(x, axis, shapes):
+    """Split axis ``axis`` of ``x`` (the flattened basis) into blocks reshaped to
+    ``shapes``: one array per shape, the block's shape in place of the axis."""
+    import lax
+    aval = get_aval(x)
+    axis = axis % aval.ndim
+    before, after = aval.shape[:axis], aval.shape[axis + 1:]
+    parts, start = [], 0
+    for shp in shapes:
+        size = int(np.prod(shp, dtype=np.int64))
+        part = lax.slice_in_dim(x, start, start + size, 1, axis)
+        parts.append(lax.reshape(part, before + tuple(shp) + after))
+        start += size
+    return parts
+
+
+def _jac_setup(who, fun, args, kwargs, argnums):
+    fname = _fun_name(fun)
+    nums, single = _diff_argnums(argnums, len(args), fname, who)
+    dyn = tuple(args[i] for i in nums)
+
+    def f_partial(*d):
+        full = list(args)
+        for i, a in zip(nums, d):
+            full[i] = a
+        return fun(*full, **kwargs)
+
+    return fname, nums, single, dyn, f_partial
+
+
 def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False):
-    """Jacobian by forward mode (vmap of jvp over the input basis), shaped
-    output.shape + input.shape per (output leaf, input leaf)."""
+    """The Jacobian of ``fun`` by forward mode (``jax.jacfwd``): ``vmap`` of ``jvp`` over
+    the standard basis of the inputs ``argnums``. For an output leaf of shape O and an
+    input leaf of shape I the block has shape O + I; the result has the output's structure
+    with, at each leaf, the input's structure (a tuple over ``argnums`` when it is a
+    tuple). With ``has_aux`` returns ``(jacobian, aux)``.
+
+    Inputs must be real floating (complex with ``holomorphic=True``, outputs then complex
+    too); TypeError otherwise (use ``jvp`` for non-holomorphic complex functions)."""
 
     def jacfun(*args, **kwargs):
-        nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-        nums = _normalize_argnums(nums, len(args))
-        dyn = [args[i] for i in nums]
-        d_leaves, d_tree = tree_flatten(tuple(dyn))
-        for x in d_leaves:
+        fname, nums, single, dyn, f_partial = _jac_setup("jacfwd", fun, args, kwargs, argnums)
+        d_leaves, d_tree = tree_flatten(dyn)
+        for path, x in tree_flatten_with_path(dyn)[0]:
+            _check_arg(x, f"jacfwd of {fname}", keystr(path))
             dt = get_aval(x).dtype
-            if not dtypes.is_inexact(dt):
-                raise TypeError(f"jacfwd requires real- or complex-valued inputs, got {dt.name}")
+            if holomorphic and not dtypes.is_complex(dt):
+                raise TypeError(f"jacfwd of {fname} with holomorphic=True requires inputs with "
+                                f"complex dtype, but got {dt.name} for argument {keystr(path)}")
+            if not holomorphic and not dtypes.is_floating(dt):
+                raise TypeError(f"jacfwd of {fname} requires real-valued inputs (input dtype "
+                                f"that is a sub-dtype of np.floating), but got {dt.name} for "
+                                f"argument {keystr(path)}. For holomorphic differentiation, "
+                                "pass holomorphic=True. For differentiation of non-holomorphic "
+                                "functions involving complex inputs or integer inputs, use "
+                                "jvp directly.")
         d_leaves = [_as_array(x) for x in d_leaves]
-
-        def f_flat(*xs):
-            full = list(args)
-            for i, a in zip(nums, tree_unflatten(d_tree, xs)):
-                full[i] = a
-            return fun(*full, **kwargs)
-
         basis, n = _std_basis(d_leaves)
-        aux_box = []
 
         def pushfwd(*tans):
-            res = jvp(f_flat, tuple(d_leaves), tuple(tans), has_aux=has_aux)
-            if has_aux:
-                aux_box.append(res[2])
-            return res[1]
+            return jvp(lambda *xs: f_partial(*tree_unflatten(d_tree, xs)), tuple(d_leaves),
+                       tuple(tans), has_aux=has_aux)
 
-        y_store = []
-
-        def f_value(*xs):
-            out = f_flat(*xs)
-            return out
-
-        jac = vmap(pushfwd, in_axes=tuple(0 for _ in basis), out_axes=-1)(*basis)
-        if has_aux:
-            y, _, aux = jvp(f_flat, tuple(d_leaves), tuple(ad.zeros_like_aval(get_aval(x))
-                                                           for x in d_leaves), has_aux=True)
-        del y_store, f_value
-        # jac leaves: out.shape + (n,) -> split n into the input leaves' shapes.
-        in_shapes = [get_aval(x).shape for x in d_leaves]
-        sizes = [int(np.prod(s, dtype=np.int64)) for s in in_shapes]
+        out_axes = (None, -1, None) if has_aux else (None, -1)
+        res = vmap(pushfwd, in_axes=tuple(0 for _ in basis), out_axes=out_axes)(*basis)
+        y, jac = res[0], res[1]
+        if holomorphic:
+            for leaf in tree_flatten(y)[0]:
+                if not dtypes.is_complex(get_aval(leaf).dtype):
+                    raise TypeError(f"jacfwd of {fname} with holomorphic=True requires outputs "
+                                    f"with complex dtype, but got {get_aval(leaf).dtype.name}")
+        shapes = [get_aval(x).shape for x in d_leaves]
 
         def split(o):
-            import lax
-            parts = []
-            start = 0
-            oshape = get_aval(o).shape[:-1]
-            for shp, sz in zip(in_shapes, sizes):
-                part = lax.slice_in_dim(o, start, start + sz, 1, -1)
-                parts.append(lax.reshape(part, oshape + shp))
-                start += sz
-            parts = tree_unflatten(d_tree, parts)
-            return parts[0] if isinstance(argnums, int) else parts
+            parts = tree_unflatten(d_tree, _split_jac_axis(o, -1, shapes))
+            return parts[0] if single else parts
 
         jac = tree_map(split, jac)
-        return (jac, aux) if has_aux else jac
+        return (jac, res[2]) if has_aux else jac
 
     return jacfun
 
 
 def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
            allow_int: bool = False):
-    """Jacobian by reverse mode (vmap of vjp over the output basis), shaped
-    output.shape + input.shape."""
+    """The Jacobian of ``fun`` by reverse mode (``jax.jacrev``): ``vmap`` of the ``vjp``
+    over the standard basis of the outputs. Same layout as ``jacfwd`` (output shape +
+    input shape per block). With ``has_aux`` returns ``(jacobian, aux)``.
+
+    Outputs must be real floating (complex with ``holomorphic=True``, inputs then complex
+    too); integer inputs need ``allow_int`` (float0 blocks). TypeError otherwise."""
 
     def jacfun(*args, **kwargs):
-        nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-        nums = _normalize_argnums(nums, len(args))
-        dyn = [args[i] for i in nums]
-
-        def f_partial(*d):
-            full = list(args)
-            for i, a in zip(nums, d):
-                full[i] = a
-            return fun(*full, **kwargs)
-
+        fname, nums, single, dyn, f_partial = _jac_setup("jacrev", fun, args, kwargs, argnums)
+        for path, x in tree_flatten_with_path(dyn)[0]:
+            _check_input_dtype_revderiv("jacrev", fname, holomorphic, allow_int, x,
+                                        keystr(path))
         if has_aux:
             y, f_vjp, aux = vjp(f_partial, *dyn, has_aux=True)
         else:
             y, f_vjp = vjp(f_partial, *dyn)
         y_leaves, y_tree = tree_flatten(y)
+        for leaf in y_leaves:
+            _check_output_dtype_revderiv("jacrev", fname, holomorphic, get_aval(leaf))
         basis, n = _std_basis(y_leaves)
+        # cts: a tuple over the differentiated arguments, each leaf with a leading axis of
+        # size n (the flattened outputs).
         cts = vmap(lambda *b: f_vjp(tree_unflatten(y_tree, list(b))),
                    in_axes=tuple(0 for _ in basis))(*basis)
-        # cts: tuple over dyn args, each leaf with leading n.
         out_shapes = [get_aval(o).shape for o in y_leaves]
-        sizes = [int(np.prod(s, dtype=np.int64)) for s in out_shapes]
-        import lax
 
         def split(c):
-            parts = []
-            start = 0
-            ishape = get_aval(c).shape[1:]
-            for shp, sz in zip(out_shapes, sizes):
-                part = lax.slice_in_dim(c, start, start + sz, 1, 0)
-                parts.append(lax.reshape(part, shp + ishape))
-                start += sz
-            return parts
+            if get_aval(c).dtype == dtypes.float0:
+                return [Array(np.zeros(s + get_aval(c).shape[1:], dtypes.float0))
+                        for s in out_shapes]
+            return _split_jac_axis(c, 0, out_shapes)
 
         per_arg = [tree_map(split, c) for c in cts]
-        # Reorganise to the output structure: out_leaf -> arg tree.
         results = []
         for k in range(len(y_leaves)):
-            arg_trees = [tree_map(lambda parts: parts[k], pa,
-                                  is_leaf=lambda x: isinstance(x, list)) for pa in per_arg]
-            results.append(arg_trees[0] if isinstance(argnums, int) else tuple(arg_trees))
+            arg_trees = tuple(tree_map(lambda parts: parts[k], pa,
+                                       is_leaf=lambda x: isinstance(x, list)) for pa in per_arg)
+            results.append(arg_trees[0] if single else arg_trees)
         jac = tree_unflatten(y_tree, results)
         return (jac, aux) if has_aux else jac
 
@@ -760,7 +859,8 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
 
 
 def hessian(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False):
-    """The Hessian of scalar ``fun``: ``jacfwd(jacrev(fun))``."""
+    """The Hessian of scalar ``fun`` (``jax.hessian``): ``jacfwd(jacrev(fun))`` with the
+    same ``argnums``; for input leaves of shapes I and J the block has shape I + J."""
     return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums,
                   has_aux=has_aux, holomorphic=holomorphic)
 

@@ -21,11 +21,16 @@ import numpy as np
 from tracer import dtypes
 from tracer.core import (Array, Primitive, ShapedArray, Trace, Tracer, full_lower, full_raise,
                          get_aval, new_main, safe_map, safe_zip)
+from tracer.interpreters import batching
 from tracer.interpreters import partial_eval as pe
-from tracer.jaxpr import DropVar, Jaxpr, Literal, Var, eval_jaxpr
+from tracer.jaxpr import ClosedJaxpr, DropVar, Jaxpr, Literal, Var, eval_jaxpr
 
 primitive_jvps: dict = {}
 primitive_transposes: dict = {}
+# Rules that need the JVPTrace itself (custom_jvp_call, custom_vjp_call: they guard against
+# rules closing over tracers of the trace that is running them):
+#   prim -> rule(trace, primals, tangents, **params) -> (primals_out, tangents_out)
+primitive_jvps_with_trace: dict = {}
 
 
 class Zero:
@@ -120,6 +125,49 @@ primitive_jvps[add_any_p] = _add_any_jvp
 primitive_transposes[add_any_p] = _add_any_transpose
 
 
+# -------------------------------- stop_gradient -----------------------------------------
+# The identity with a zero derivative. It lives beside the AD machinery (as JAX's ad_util
+# does) because ``lax`` and the custom-derivative code both use it.
+
+stop_gradient_p = Primitive("stop_gradient")
+stop_gradient_p.def_abstract_eval(lambda x: x)
+stop_gradient_p.def_impl(lambda x: x)
+
+
+def _stop_gradient_jvp(primals, tangents):
+    (x,) = primals
+    out = stop_gradient_p.bind(x)
+    return [out], [Zero.from_primal_value(out)]
+
+
+primitive_jvps[stop_gradient_p] = _stop_gradient_jvp
+
+
+def _stop_gradient_batch(axis_size, vals, dims):
+    return [stop_gradient_p.bind(vals[0])], [dims[0]]
+
+
+batching.primitive_batchers[stop_gradient_p] = _stop_gradient_batch
+
+
+def stop_gradient(x):
+    """The identity on a pytree of arrays whose derivative is zero (``jax.lax.stop_gradient``).
+
+    Floating and complex leaves pass through the ``stop_gradient`` primitive (it shows in
+    jaxprs; jvp gives a symbolic zero tangent, so grad contributes nothing through it);
+    integer and bool leaves, which have no derivative anyway, are returned as they are.
+    Works under every transformation (vmap batches it as the identity).
+    """
+    from tracer.pytree import tree_map
+
+    def stop(v):
+        if not dtypes.is_inexact(get_aval(v).dtype):
+            return v
+        return stop_gradient_p.bind(v)
+
+    return tree_map(stop, x)
+
+
 # ---------------------------------- forward mode ----------------------------------------
 
 class JVPTracer(Tracer):
@@ -133,6 +181,14 @@ class JVPTracer(Tracer):
     @property
     def aval(self):
         return get_aval(self.primal)
+
+    def full_lower(self):
+        # A value with a symbolic zero tangent is a constant to this transformation: hand it
+        # down as the lower-level value (JAX's ``maybe_jvp_tracer``), so that closures over
+        # it (custom rules, nested transformations) never see this trace's tracers.
+        if type(self.tangent) is Zero:
+            return full_lower(self.primal)
+        return self
 
     def to_concrete_value(self):
         p = self.primal
@@ -152,6 +208,10 @@ class JVPTrace(Trace):
     def process_primitive(self, primitive, tracers, params):
         primals_in = [t.primal for t in tracers]
         tangents_in = [t.tangent for t in tracers]
+        trace_rule = primitive_jvps_with_trace.get(primitive)
+        if trace_rule is not None:
+            primals_out, tangents_out = trace_rule(self, primals_in, tangents_in, **params)
+            return [JVPTracer(self, x, t) for x, t in zip(primals_out, tangents_out)]
         rule = primitive_jvps.get(primitive)
         if rule is None:
             raise NotImplementedError(f"Differentiation rule for '{primitive.name}' not "
@@ -429,3 +489,46 @@ def vjp_flat(f: Callable, primals):
     """Returns (primals_out, f_vjp) with f_vjp(cts_out) -> cts_in (one per primal)."""
     primals_out, lin = _linearize(f, primals)
     return primals_out, lin.transpose, lin
+
+
+# ------------------------------ tracing user functions ----------------------------------
+
+def trace_to_call_jaxpr(flat_fun: Callable, in_avals):
+    """Trace ``flat_fun`` into ``(closed_jaxpr, hoisted)``: the jaxpr's leading invars are
+    the values ``flat_fun`` closes over that are traced by an enclosing transformation;
+    ``hoisted`` lists them, to be passed as the first operands of the primitive holding the
+    jaxpr (custom_jvp_call, custom_vjp_call, checkpoint). Concrete closed-over values stay
+    consts of the ClosedJaxpr."""
+    jaxpr, consts = pe.trace_to_jaxpr_dynamic(flat_fun, in_avals)
+    is_tracer = [isinstance(c, Tracer) for c in consts]
+    if not any(is_tracer):
+        return ClosedJaxpr(jaxpr, consts), []
+    hoisted_vars = [v for v, t in zip(jaxpr.constvars, is_tracer) if t]
+    kept_vars = [v for v, t in zip(jaxpr.constvars, is_tracer) if not t]
+    new = Jaxpr(kept_vars, hoisted_vars + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
+    return (ClosedJaxpr(new, [c for c, t in zip(consts, is_tracer) if not t]),
+            [c for c, t in zip(consts, is_tracer) if t])
+
+
+def no_transformation_active() -> bool:
+    """True when nothing is being traced (user functions may then simply be called)."""
+    from tracer import core
+    return len(core.trace_stack) == 1 and core._dynamic_trace.level == 0
+
+
+def lower_escaped(x):
+    """``x`` with the tracers of transformations that have ended peeled off (a JVP tracer
+    becomes its primal, a known partial value its constant): how auxiliary outputs
+    (``has_aux``) leave jvp/linearize/vjp/grad."""
+    from tracer import core
+    while isinstance(x, Tracer):
+        main = x._trace.main
+        if main.level < len(core.trace_stack) and core.trace_stack[main.level] is main:
+            return x.full_lower()
+        if isinstance(x, JVPTracer):
+            x = x.primal
+        elif isinstance(x, pe.PartialEvalTracer) and x.pval.is_known:
+            x = x.pval.const
+        else:
+            return x
+    return x
