@@ -34,7 +34,7 @@ from lax.linalg import DotDimensionNumbers, Precision, batch_matmul, dot, dot_ge
 from lax.linalg import dot_general_p
 from lax.collectives import (all_gather, axis_index, pmax, pmean, pmin, psum, all_gather_p,
                              axis_index_p, pmax_p, pmin_p, psum_p)
-from tracer.interpreters.ad import add_any_p
+from tracer.interpreters.ad import add_any_p, stop_gradient, stop_gradient_p
 
 bitwise_not = bitwise_not
 from lax.random_bits import (RandomAlgorithm, rng_bit_generator, rng_normal, rng_seed,
