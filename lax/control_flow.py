@@ -899,8 +899,12 @@ def _while_split(cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, unks_in):
     if pred_uk or builtins.all(carry_uk):
         return carry_uk, None, None
     known_carry = [not u for u in carry_uk]
+    cond_keep = [not u for u in cc_uk] + known_carry
+    if not builtins.all(k or not used for k, used in _zip(cond_keep,
+                                                          _used_inputs(cond_jaxpr, [True]))):
+        return carry_uk, None, None
     # The condition reads known values only: drop its unknown operands.
-    cond_k = _dce_closed(cond_jaxpr, [True], [not u for u in cc_uk] + known_carry)
+    cond_k = _dce_closed(cond_jaxpr, [True], cond_keep)
     j1, _, _, nres = pe.partial_eval_jaxpr(open_body, [False] * ncb + bc_uk + carry_uk,
                                            instantiate=carry_uk)
     j1 = Jaxpr([], j1.invars, j1.eqns, j1.outvars[:len(j1.outvars) - nres])
@@ -953,12 +957,7 @@ def _while_partial_eval_jaxpr(unks_in, eqn):
     # The whole loop, staged; the known carries it recomputes are dropped.
     outvars2 = [v if u else DropVar(v.aval) for v, u in _zip(eqn.outvars, carry_uk)]
     eqn2 = JaxprEqn(while_p, eqn.invars, eqn.params, outvars2)
-    res = [x for x in eqn.invars if type(x) is Var and not _is_unknown_var(x, eqn, unks_in)]
     return eqn1, eqn2, carry_uk, res
-
-
-def _is_unknown_var(x, eqn, unks_in):
-    return builtins.any(u for v, u in _zip(eqn.invars, unks_in) if v is x)
 
 
 def _while_transpose(cts, *args, **params):
@@ -1784,16 +1783,20 @@ def _composite_jvp(primals, tangents, *, jaxpr, name, attributes, version):
                        list(tangents), instantiate=False)
 
 
-def _composite_batch(axis_size, vals, dims, *, jaxpr, name, attributes, version):
+def _composite_batch(axis_data, vals, dims, *, jaxpr, name, attributes, version):
+    if builtins.all(d is None for d in dims) and not _uses_axis(axis_data, [jaxpr]):
+        outs = composite_p.bind(*vals, jaxpr=jaxpr, name=name, attributes=attributes,
+                                version=version)
+        return outs, [None] * len(outs)
     return batching.vmap_flat(functools.partial(eval_jaxpr, jaxpr.jaxpr, jaxpr.consts),
-                              axis_size, None, list(dims), list(vals))
+                              axis_data.size, axis_data.name, list(dims), list(vals))
 
 
 composite_p = _ControlFlowPrimitive("composite")
 composite_p.def_abstract_eval(_composite_abstract_eval)
 composite_p.def_impl(lambda *args, jaxpr, **_: _eval_closed(jaxpr, args))
 ad.primitive_jvps[composite_p] = _composite_jvp
-batching.primitive_batchers[composite_p] = _composite_batch
+batching.axis_primitive_batchers[composite_p] = _composite_batch
 
 
 # ===================================== closed_call ========================================

@@ -728,6 +728,9 @@ def test_collectives_inside_control_flow():
     out = tracer.vmap(lambda v: lax.scan(lambda c, _: (c + lax.psum(1.0, "i"), None), v, None,
                                          length=2)[0], axis_name="i")(v)
     np.testing.assert_array_equal(out, v + 6.0)
+    op = lax.composite(lambda x: x + lax.psum(1.0, "i"), "my.add_axis_size")
+    np.testing.assert_array_equal(tracer.vmap(lambda v: op(2.0), axis_name="i")(v), [5.0] * 3)
+    np.testing.assert_array_equal(tracer.vmap(op, axis_name="i")(v), v + 3.0)
 
 
 # ================================ partial eval and DCE rules =============================
