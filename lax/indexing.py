@@ -201,9 +201,9 @@ def _check_batching_dims(prim, operand, indices, obd, ibd, obd_name, ibd_name, o
 def _full_starts(indices, rank, index_map, operand_batching_dims, indices_batching_dims):
     """The full operand start index of every slice: int64 [*batch_shape, rank]."""
     batch_shape = indices.shape[:-1]
-    if dtypes.is_unsigned_integer(indices.dtype):
+    if indices.dtype == np.uint64:
         # Huge unsigned indices stay huge (out of range) instead of wrapping negative.
-        indices = np.minimum(indices, np.iinfo(np.int64).max)
+        indices = np.minimum(indices, np.uint64(np.iinfo(np.int64).max))
     idx = indices.astype(np.int64)
     starts = np.zeros(batch_shape + (rank,), np.int64)
     for k, d in enumerate(index_map):
@@ -1181,8 +1181,8 @@ def _clamped_starts(shape, sizes, starts):
     out = []
     for n, s, i in zip(shape, sizes, starts):
         i = np.asarray(i)
-        if dtypes.is_unsigned_integer(i.dtype):
-            i = np.minimum(i, np.iinfo(np.int64).max)
+        if i.dtype == np.uint64:
+            i = np.minimum(i, np.uint64(np.iinfo(np.int64).max))
         out.append(int(np.clip(i.astype(np.int64), 0, n - s)))
     return out
 
