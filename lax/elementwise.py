@@ -623,9 +623,9 @@ pow_p = standard_naryop("pow", _pow_impl, _num)
 
 
 def _pow_jvp_lhs(g, x, y):
-    one = _const(y, 1)
-    jac = mul(y, pow(x, select(eq(y, _const(y, 0)), full_like(y, 1), sub(y, one))))
-    return mul(g, jac)
+    # y * x ** (y - 1), as JAX computes it: at x = 0, y = 0 this is 0 * inf = nan (JAX's
+    # value), not the limit 0.
+    return mul(g, mul(y, pow(x, sub(y, _const(y, 1)))))
 
 
 def _pow_jvp_rhs(g, x, y):
