@@ -1,0 +1,628 @@
+"""Windowed and cumulative reductions (XLA Operation semantics, 'ReduceWindow',
+'SelectAndScatter'), cumulative reductions and batch normalization ('BatchNormTraining',
+'BatchNormInference', 'BatchNormGrad').
+
+- ``reduce_window_sum`` / ``_max`` / ``_min`` are primitives (the pooling fast paths);
+  ``reduce_window`` with any computation (and variadic operands) is a composition: the
+  input is padded and dilated with the init value, and the computation folds the strided
+  slices of each window offset together, so every transformation applies.
+- ``select_and_scatter_add`` is the spec's SelectAndScatter with select ``ge``/``le``
+  (first element of a window wins ties, in row-major window order) and scatter ``add``:
+  the gradient of max/min pooling. Its transpose, ``select_and_gather_add``, picks the
+  tangent at each window's selected position (the jvp of max/min pooling).
+- ``cumsum``, ``cumprod``, ``cummax``, ``cummin``, ``cumlogsumexp`` along one axis (with
+  ``reverse``): primitives with NumPy impls; derivatives differentiate a prefix-doubling
+  scan written with lax ops.
+- Batch normalization ops are compositions of lax primitives, with the spec's semantics.
+"""
+from __future__ import annotations
+
+import itertools
+import operator
+
+import numpy as np
+
+from tracer import dtypes
+from tracer.core import Array, Primitive, ShapedArray, get_aval
+from tracer.interpreters import ad, batching
+from tracer.interpreters.ad import Zero
+from lax import elementwise as ew
+from lax import reductions as red
+from lax import shapes
+from lax.utils import _num, _ordered, canonicalize_axis, check_dtype
+
+
+def _dilate(shape, dil):
+    return tuple(0 if s == 0 else 1 + d * (s - 1) for s, d in zip(shape, dil))
+
+
+def _window_params(operand_shape, window_dimensions, window_strides, padding, base_dilation,
+                   window_dilation, name):
+    nd = len(operand_shape)
+    wd = tuple(operator.index(w) for w in window_dimensions)
+    ws = tuple(operator.index(s) for s in window_strides) if window_strides is not None \
+        else (1,) * nd
+    bd = tuple(operator.index(b) for b in base_dilation) if base_dilation is not None \
+        else (1,) * nd
+    wdl = tuple(operator.index(b) for b in window_dilation) if window_dilation is not None \
+        else (1,) * nd
+    if isinstance(padding, str):
+        from lax.convolution import padtype_to_pads
+        padding = padtype_to_pads(_dilate(operand_shape, bd), _dilate(wd, wdl), ws, padding)
+    pad = tuple((int(lo), int(hi)) for lo, hi in padding)
+    for v, what in ((wd, "window_dimensions"), (ws, "window_strides"), (pad, "padding"),
+                    (bd, "base_dilation"), (wdl, "window_dilation")):
+        if len(v) != nd:
+            raise TypeError(f"{name}: {what} {v} needs one entry per operand dimension "
+                            f"(operand shape {tuple(operand_shape)})")
+    if any(x < 1 for x in ws + bd + wdl) or any(w < 0 for w in wd):
+        raise TypeError(f"{name}: strides and dilations must be >= 1 and window dimensions "
+                        f">= 0, got strides {ws}, base_dilation {bd}, window_dilation {wdl}, "
+                        f"window {wd}")
+    return wd, ws, pad, bd, wdl
+
+
+def _out_shape(shape, wd, ws, pad, bd, wdl):
+    padded = [d + lo + hi for d, (lo, hi) in zip(_dilate(shape, bd), pad)]
+    win = _dilate(wd, wdl)
+    return tuple(0 if p < w else (p - w) // s + 1 for p, w, s in zip(padded, win, ws))
+
+
+def _windows_np(x, init, wd, ws, pad, bd, wdl):
+    """Strided view (*out, *window) of x padded/dilated with ``init``."""
+    from lax.shapes import _pad_impl
+    cfg = tuple((lo, hi, b - 1) for (lo, hi), b in zip(pad, bd))
+    xp = _pad_impl(x, np.asarray(init, x.dtype), padding_config=cfg)
+    out = _out_shape(x.shape, wd, ws, pad, bd, wdl)
+    win = _dilate(wd, wdl)
+    nd = x.ndim
+    if any(o == 0 for o in out) or any(w == 0 for w in wd):
+        return None, out
+    v = np.lib.stride_tricks.sliding_window_view(xp, win)
+    sl = tuple(slice(0, o * s, s) for o, s in zip(out, ws)) + \
+        tuple(slice(None, None, d) for d in wdl)
+    v = v[sl]
+    del nd
+    return v, out
+
+
+# ------------------------------------ reduce_window_* ---------------------------------------
+
+def _rw_abstract_eval(name, allowed):
+    def rule(x, *, window_dimensions, window_strides, padding, base_dilation,
+             window_dilation):
+        check_dtype(name, x, allowed)
+        out = _out_shape(x.shape, window_dimensions, window_strides, padding, base_dilation,
+                         window_dilation)
+        return ShapedArray(out, x.dtype, x.weak_type)
+    return rule
+
+
+def _rw_impl(npfn, identity):
+    def impl(x, *, window_dimensions, window_strides, padding, base_dilation,
+             window_dilation):
+        init = identity(x.dtype)
+        v, out = _windows_np(x, init, window_dimensions, window_strides, padding,
+                             base_dilation, window_dilation)
+        if v is None:
+            return np.full(out, init, x.dtype)
+        axes = tuple(range(x.ndim, 2 * x.ndim))
+        with np.errstate(all="ignore"):
+            return npfn(v, axis=axes).astype(x.dtype)
+    return impl
+
+
+def _sum_identity(dt):
+    return 0
+
+
+def _max_identity(dt):
+    return red._minmax_identity(dt, True)
+
+
+def _min_identity(dt):
+    return red._minmax_identity(dt, False)
+
+
+def _rw_batch(p):
+    def rule(axis_size, vals, dims, *, window_dimensions, window_strides, padding,
+             base_dilation, window_dilation):
+        (x,), (d,) = vals, dims
+        ins = lambda t, v: t[:d] + (v,) + t[d:]
+        out = p.bind(x, window_dimensions=ins(window_dimensions, 1),
+                     window_strides=ins(window_strides, 1), padding=ins(padding, (0, 0)),
+                     base_dilation=ins(base_dilation, 1),
+                     window_dilation=ins(window_dilation, 1))
+        return [out], [d]
+    batching.primitive_batchers[p] = rule
+
+
+def _make_rw(name, npfn, identity, allowed):
+    p = Primitive(name)
+    p.def_abstract_eval(_rw_abstract_eval(name, allowed))
+    p.def_impl(_rw_impl(npfn, identity))
+    _rw_batch(p)
+    return p
+
+
+reduce_window_sum_p = _make_rw("reduce_window_sum", np.sum, _sum_identity, _num)
+reduce_window_max_p = _make_rw("reduce_window_max", np.max, _max_identity, _ordered)
+reduce_window_min_p = _make_rw("reduce_window_min", np.min, _min_identity, _ordered)
+
+
+def _rw_sum_transpose(cts, x, *, window_dimensions, window_strides, padding, base_dilation,
+                      window_dilation):
+    (ct,) = cts
+    if type(ct) is Zero:
+        return [None]
+    from lax.convolution import _lhs_vjp_padding
+    in_shape = x.aval.shape
+    ct_shape = get_aval(ct).shape
+    pads = _lhs_vjp_padding(in_shape, window_dimensions, window_strides, ct_shape, padding,
+                            base_dilation, window_dilation)
+    cfg = [(lo, hi, s - 1) for (lo, hi), s in zip(pads, window_strides)]
+    padded = shapes.pad(ct, ew._const(ct, 0), cfg)
+    nd = len(in_shape)
+    out = reduce_window_sum_p.bind(padded, window_dimensions=window_dimensions,
+                                   window_strides=base_dilation, padding=((0, 0),) * nd,
+                                   base_dilation=(1,) * nd, window_dilation=window_dilation)
+    oa = get_aval(out)
+    if oa.shape != in_shape:  # strides that skip trailing inputs
+        out = shapes.pad(out, ew._const(out, 0),
+                         [(0, n - m, 0) for n, m in zip(in_shape, oa.shape)])
+    return [out]
+
+
+ad.deflinear(reduce_window_sum_p, _rw_sum_transpose)
+
+
+def _rw_chooser_jvp(p, select_ge):
+    def rule(primals, tangents, **params):
+        (x,), (g,) = primals, tangents
+        out = p.bind(x, **params)
+        if type(g) is Zero:
+            return [out], [Zero.from_primal_value(out)]
+        return [out], [select_and_gather_add_p.bind(g, x, select_ge=select_ge, **params)]
+    ad.primitive_jvps[p] = rule
+
+
+_rw_chooser_jvp(reduce_window_max_p, True)
+_rw_chooser_jvp(reduce_window_min_p, False)
+
+
+def _rw_call(p, operand, window_dimensions, window_strides, padding, base_dilation,
+             window_dilation, name):
+    wd, ws, pad, bd, wdl = _window_params(get_aval(operand).shape, window_dimensions,
+                                          window_strides, padding, base_dilation,
+                                          window_dilation, name)
+    return p.bind(operand, window_dimensions=wd, window_strides=ws, padding=pad,
+                  base_dilation=bd, window_dilation=wdl)
+
+
+def reduce_window_sum(operand, window_dimensions, window_strides=None, padding="VALID",
+                      base_dilation=None, window_dilation=None):
+    """Sum over sliding windows (XLA 'ReduceWindow' with add; padding with 0)."""
+    return _rw_call(reduce_window_sum_p, operand, window_dimensions, window_strides, padding,
+                    base_dilation, window_dilation, "reduce_window_sum")
+
+
+def reduce_window_max(operand, window_dimensions, window_strides=None, padding="VALID",
+                      base_dilation=None, window_dilation=None):
+    """Max over sliding windows (max pooling; padding with -inf / the integer minimum)."""
+    return _rw_call(reduce_window_max_p, operand, window_dimensions, window_strides, padding,
+                    base_dilation, window_dilation, "reduce_window_max")
+
+
+def reduce_window_min(operand, window_dimensions, window_strides=None, padding="VALID",
+                      base_dilation=None, window_dilation=None):
+    """Min over sliding windows (padding with +inf / the integer maximum)."""
+    return _rw_call(reduce_window_min_p, operand, window_dimensions, window_strides, padding,
+                    base_dilation, window_dilation, "reduce_window_min")
+
+
+# -------------------------------------- generic form ----------------------------------------
+
+def reduce_window(operand, init_value, computation, window_dimensions, window_strides=None,
+                  padding="VALID", base_dilation=None, window_dilation=None):
+    """XLA 'ReduceWindow' with a user ``computation`` (jax.lax.reduce_window).
+
+    ``operand``/``init_value`` may be pytrees (the variadic form): ``computation`` takes
+    two such trees of scalars and returns one. The result has the windowed output shape.
+    Recognised monoids (lax.add/max/min with their identities) use the fast primitives.
+    """
+    from tracer.pytree import tree_flatten, tree_unflatten
+    ops, tree = tree_flatten(operand)
+    inits, init_tree = tree_flatten(init_value)
+    if tree != init_tree:
+        raise TypeError(f"reduce_window: operand structure {tree} and init_value structure "
+                        f"{init_tree} differ")
+    shape = get_aval(ops[0]).shape
+    for o in ops:
+        if get_aval(o).shape != shape:
+            raise TypeError(f"reduce_window: operands must share a shape, got "
+                            f"{[get_aval(x).shape for x in ops]}")
+    wd, ws, pad, bd, wdl = _window_params(shape, window_dimensions, window_strides, padding,
+                                          base_dilation, window_dilation, "reduce_window")
+    if len(ops) == 1:
+        fast = _monoid(computation, ops[0], inits[0])
+        if fast is not None:
+            return fast.bind(ops[0], window_dimensions=wd, window_strides=ws, padding=pad,
+                             base_dilation=bd, window_dilation=wdl)
+    inits = [shapes.full((), v, get_aval(o).dtype) if not hasattr(v, "aval") and
+             np.ndim(v) == 0 else v for v, o in zip(inits, ops)]
+    padded = [shapes.pad(o, i, [(lo, hi, b - 1) for (lo, hi), b in zip(pad, bd)])
+              for o, i in zip(ops, inits)]
+    out = _out_shape(shape, wd, ws, pad, bd, wdl)
+    nd = len(shape)
+    if any(o == 0 for o in out):
+        return tree_unflatten(tree, [shapes.broadcast_in_dim(i, out, ()) for i in inits])
+    acc = []
+    first = True
+    for offset in itertools.product(*(range(w) for w in wd)):
+        start = [k * d for k, d in zip(offset, wdl)]
+        limit = [s + (o - 1) * st + 1 if o > 0 else s for s, o, st in zip(start, out, ws)]
+        sl = [shapes.slice(p, start, limit, ws) for p in padded]
+        if first:
+            # Fold starts from the init value, as the spec's accumulator does.
+            acc = [shapes.broadcast_in_dim(i, out, ()) for i in inits]
+            first = False
+        res = computation(tree_unflatten(tree, acc), tree_unflatten(tree, sl))
+        acc, _ = tree_flatten(res)
+    if first:
+        acc = [shapes.broadcast_in_dim(i, out, ()) for i in inits]
+    del nd
+    return tree_unflatten(tree, acc)
+
+
+def _monoid(computation, operand, init):
+    import lax as _lax
+    try:
+        iv = np.asarray(init.to_concrete_value() if hasattr(init, "to_concrete_value") else init)
+    except Exception:
+        return None
+    if iv.shape != () or iv.dtype == object:
+        return None
+    dt = get_aval(operand).dtype
+    if computation is _lax.add and iv == 0:
+        return reduce_window_sum_p
+    if computation is _lax.max and iv == red._minmax_identity(dt, True):
+        return reduce_window_max_p
+    if computation is _lax.min and iv == red._minmax_identity(dt, False):
+        return reduce_window_min_p
+    return None
+
+
+# ----------------------------- select_and_gather / scatter ----------------------------------
+
+def _select_positions(x, select_ge, wd, ws, pad, bd, wdl):
+    """Flat window index selected in each window: the spec's sequential select (first
+    element wins ties; the scan runs in row-major window order)."""
+    init = _max_identity(x.dtype) if select_ge else _min_identity(x.dtype)
+    v, out = _windows_np(x, init, wd, ws, pad, bd, wdl)
+    if v is None:
+        return None, out
+    nd = x.ndim
+    flat = v.reshape(out + (-1,))
+    cur = flat[..., 0]
+    idx = np.zeros(out, np.int64)
+    with np.errstate(invalid="ignore"):
+        for k in range(1, flat.shape[-1]):
+            e = flat[..., k]
+            keep = cur >= e if select_ge else cur <= e
+            cur = np.where(keep, cur, e)
+            idx = np.where(keep, idx, k)
+    del nd
+    return idx, out
+
+
+def _padded_coords(idx, out, wd, ws, wdl):
+    """Coordinates (in the padded/dilated base) of the selected elements."""
+    coords = np.unravel_index(idx, wd)
+    grids = np.indices(out)
+    return [g * s + c * d for g, s, c, d in zip(grids, ws, coords, wdl)]
+
+
+def _base_coords(padded_coords, pad, bd, shape):
+    """Map padded coordinates back to the operand: None where they fall on padding."""
+    valid = np.ones(padded_coords[0].shape, bool)
+    base = []
+    for c, (lo, _), b, n in zip(padded_coords, pad, bd, shape):
+        q = c - lo
+        valid &= (q >= 0) & (q % b == 0) & (q // b < n)
+        base.append(np.where(valid, q // b, 0))
+    return base, valid
+
+
+def _sgs_impl_common(source_shape, operand, select_ge, wd, ws, pad, bd, wdl):
+    idx, out = _select_positions(operand, select_ge, wd, ws, pad, bd, wdl)
+    if idx is None:
+        return None, None, out
+    pc = _padded_coords(idx, out, wd, ws, wdl)
+    base, valid = _base_coords(pc, pad, bd, operand.shape)
+    return base, valid, out
+
+
+def _sas_abstract_eval(source, operand, *, select_ge, window_dimensions, window_strides,
+                       padding, base_dilation, window_dilation):
+    out = _out_shape(operand.shape, window_dimensions, window_strides, padding, base_dilation,
+                     window_dilation)
+    if source.shape != out:
+        raise TypeError(f"select_and_scatter_add: source {source.str_short()} must have the "
+                        f"windowed shape {out} of operand {operand.str_short()}")
+    if source.dtype != operand.dtype:
+        check_dtype("select_and_scatter_add", source, _num, "source")
+    return ShapedArray(operand.shape, source.dtype)
+
+
+def _sas_impl(source, operand, *, select_ge, window_dimensions, window_strides, padding,
+              base_dilation, window_dilation):
+    result = np.zeros(operand.shape, source.dtype)
+    base, valid, out = _sgs_impl_common(source.shape, operand, select_ge, window_dimensions,
+                                        window_strides, padding, base_dilation,
+                                        window_dilation)
+    if base is None:
+        return result
+    np.add.at(result, tuple(b[valid] for b in base), source[valid])
+    return result
+
+
+def _sga_abstract_eval(tangent, operand, *, select_ge, window_dimensions, window_strides,
+                       padding, base_dilation, window_dilation):
+    if tangent.shape != operand.shape:
+        raise TypeError(f"select_and_gather_add: tangent {tangent.str_short()} and operand "
+                        f"{operand.str_short()} must share a shape")
+    out = _out_shape(operand.shape, window_dimensions, window_strides, padding, base_dilation,
+                     window_dilation)
+    return ShapedArray(out, tangent.dtype)
+
+
+def _sga_impl(tangent, operand, *, select_ge, window_dimensions, window_strides, padding,
+              base_dilation, window_dilation):
+    base, valid, out = _sgs_impl_common(None, operand, select_ge, window_dimensions,
+                                        window_strides, padding, base_dilation,
+                                        window_dilation)
+    if base is None:
+        return np.zeros(out, tangent.dtype)
+    vals = tangent[tuple(base)]
+    return np.where(valid, vals, 0).astype(tangent.dtype)
+
+
+def _sas_transpose(cts, source, operand, **params):
+    (ct,) = cts
+    assert ad.is_undefined_primal(source) and not ad.is_undefined_primal(operand)
+    if type(ct) is Zero:
+        return [None, None]
+    return [select_and_gather_add_p.bind(ct, operand, **params), None]
+
+
+def _sga_transpose(cts, tangent, operand, **params):
+    (ct,) = cts
+    assert ad.is_undefined_primal(tangent) and not ad.is_undefined_primal(operand)
+    if type(ct) is Zero:
+        return [None, None]
+    return [select_and_scatter_add_p.bind(ct, operand, **params), None]
+
+
+def _sel_jvp(p):
+    def rule(primals, tangents, **params):
+        (s, x), (gs, gx) = primals, tangents
+        out = p.bind(s, x, **params)
+        if type(gs) is Zero:
+            return [out], [Zero.from_primal_value(out)]
+        return [out], [p.bind(gs, x, **params)]
+    ad.primitive_jvps[p] = rule
+
+
+def _sel_batch(p):
+    def rule(axis_size, vals, dims, *, select_ge, window_dimensions, window_strides, padding,
+             base_dilation, window_dilation):
+        a, b = (batching.bdim_at_front(v, d, axis_size) for v, d in zip(vals, dims))
+        ins = lambda t, v: (v,) + tuple(t)
+        out = p.bind(a, b, select_ge=select_ge, window_dimensions=ins(window_dimensions, 1),
+                     window_strides=ins(window_strides, 1), padding=ins(padding, (0, 0)),
+                     base_dilation=ins(base_dilation, 1),
+                     window_dilation=ins(window_dilation, 1))
+        return [out], [0]
+    batching.primitive_batchers[p] = rule
+
+
+select_and_scatter_add_p = Primitive("select_and_scatter_add")
+select_and_scatter_add_p.def_abstract_eval(_sas_abstract_eval)
+select_and_scatter_add_p.def_impl(_sas_impl)
+ad.primitive_transposes[select_and_scatter_add_p] = _sas_transpose
+_sel_jvp(select_and_scatter_add_p)
+_sel_batch(select_and_scatter_add_p)
+
+select_and_gather_add_p = Primitive("select_and_gather_add")
+select_and_gather_add_p.def_abstract_eval(_sga_abstract_eval)
+select_and_gather_add_p.def_impl(_sga_impl)
+ad.primitive_transposes[select_and_gather_add_p] = _sga_transpose
+_sel_jvp(select_and_gather_add_p)
+_sel_batch(select_and_gather_add_p)
+
+
+def select_and_scatter_add(source, operand, select_prim, window_dimensions, window_strides,
+                           padding, base_dilation=None, window_dilation=None):
+    """XLA 'SelectAndScatter' with scatter = add and select = ``select_prim`` (lax.ge for
+    max pooling, lax.le for min pooling): each window of ``operand`` selects one element
+    (ties: the first in row-major window order) and ``source``'s value for that window is
+    added there; the result has operand's shape, zero elsewhere."""
+    import lax as _lax
+    if select_prim in (_lax.ge, _lax.ge_p, "ge"):
+        ge = True
+    elif select_prim in (_lax.le, _lax.le_p, "le"):
+        ge = False
+    else:
+        raise ValueError("select_and_scatter_add: select_prim must be lax.ge or lax.le")
+    wd, ws, pad, bd, wdl = _window_params(get_aval(operand).shape, window_dimensions,
+                                          window_strides, padding, base_dilation,
+                                          window_dilation, "select_and_scatter_add")
+    return select_and_scatter_add_p.bind(source, operand, select_ge=ge, window_dimensions=wd,
+                                         window_strides=ws, padding=pad, base_dilation=bd,
+                                         window_dilation=wdl)
+
+
+# ---------------------------------------- cumulative ----------------------------------------
+
+def _cum_abstract_eval(name, allowed):
+    def rule(x, *, axis, reverse):
+        check_dtype(name, x, allowed)
+        if not 0 <= axis < max(x.ndim, 1):
+            raise TypeError(f"{name}: axis {axis} out of range for {x.str_short()}")
+        return ShapedArray(x.shape, x.dtype, x.weak_type)
+    return rule
+
+
+def _cum_impl(npfn):
+    def impl(x, *, axis, reverse):
+        if x.ndim == 0:
+            return np.array(x, copy=True)
+        y = np.flip(x, axis) if reverse else x
+        with np.errstate(all="ignore"):
+            r = npfn(y, axis=axis, dtype=x.dtype) if npfn in (np.cumsum, np.cumprod) else \
+                npfn(y, axis=axis)
+        r = np.asarray(r).astype(x.dtype)
+        return np.flip(r, axis) if reverse else r
+    return impl
+
+
+def _prefix_scan(x, axis, reverse, combine, identity):
+    """Hillis-Steele inclusive scan with lax ops (log2(n) shifted combines): the
+    differentiable reference of the cumulative primitives."""
+    n = get_aval(x).shape[axis]
+    if reverse:
+        x = shapes.rev(x, (axis,))
+    shift = 1
+    nd = get_aval(x).ndim
+    while shift < n:
+        cfg = [(0, 0, 0)] * nd
+        cfg[axis] = (shift, -shift, 0)
+        shifted = shapes.pad(x, shapes.full((), identity, get_aval(x).dtype), cfg)
+        x = combine(shifted, x)
+        shift *= 2
+    return shapes.rev(x, (axis,)) if reverse else x
+
+
+def _logaddexp(a, b):
+    m = ew.max(a, b)
+    safe = ew.select(ew.is_finite(m), m, shapes.full_like(m, 0))
+    return ew.add(safe, ew.log(ew.add(ew.exp(ew.sub(a, safe)), ew.exp(ew.sub(b, safe)))))
+
+
+def _make_cum(name, npfn, allowed, combine, identity):
+    p = Primitive(name)
+    p.def_abstract_eval(_cum_abstract_eval(name, allowed))
+    p.def_impl(_cum_impl(npfn))
+
+    def jvp(primals, tangents, *, axis, reverse):
+        (x,), (g,) = primals, tangents
+        out = p.bind(x, axis=axis, reverse=reverse)
+        if type(g) is Zero:
+            return [out], [Zero.from_primal_value(out)]
+        ident = identity(get_aval(x).dtype)
+        _, (t,) = ad.jvp_flat(lambda v: [_prefix_scan(v, axis, reverse, combine, ident)],
+                              [x], [g])
+        return [out], [t]
+
+    ad.primitive_jvps[p] = jvp
+
+    def batch(axis_size, vals, dims, *, axis, reverse):
+        (x,), (d,) = vals, dims
+        return [p.bind(x, axis=axis + (d <= axis), reverse=reverse)], [d]
+
+    batching.primitive_batchers[p] = batch
+    return p
+
+
+cumsum_p = _make_cum("cumsum", np.cumsum, _num, ew.add, lambda dt: 0)
+cumprod_p = _make_cum("cumprod", np.cumprod, _num, ew.mul, lambda dt: 1)
+cummax_p = _make_cum("cummax", np.maximum.accumulate, _ordered, ew.max, _max_identity)
+cummin_p = _make_cum("cummin", np.minimum.accumulate, _ordered, ew.min, _min_identity)
+cumlogsumexp_p = _make_cum("cumlogsumexp", np.logaddexp.accumulate,
+                           (dtypes.float16, dtypes.float32, dtypes.float64), _logaddexp,
+                           lambda dt: -np.inf)
+
+
+def _cumsum_transpose(cts, x, *, axis, reverse):
+    (ct,) = cts
+    if type(ct) is Zero:
+        return [None]
+    return [cumsum_p.bind(ct, axis=axis, reverse=not reverse)]
+
+
+ad.deflinear(cumsum_p, _cumsum_transpose)
+
+
+def _cum_wrapper(p, name):
+    def f(operand, axis: int = 0, reverse: bool = False):
+        nd = get_aval(operand).ndim
+        axis = canonicalize_axis(axis, nd) if nd else 0
+        return p.bind(operand, axis=axis, reverse=bool(reverse))
+    f.__name__ = name
+    f.__doc__ = (f"Cumulative {name[3:]} along ``axis`` (jax.lax.{name}); ``reverse`` "
+                 "accumulates from the end. Same shape and dtype as the operand.")
+    return f
+
+
+cumsum = _cum_wrapper(cumsum_p, "cumsum")
+cumprod = _cum_wrapper(cumprod_p, "cumprod")
+cummax = _cum_wrapper(cummax_p, "cummax")
+cummin = _cum_wrapper(cummin_p, "cummin")
+cumlogsumexp = _cum_wrapper(cumlogsumexp_p, "cumlogsumexp")
+
+
+# -------------------------------------- batch norm ------------------------------------------
+
+def _bn_axes(operand, feature_index):
+    nd = get_aval(operand).ndim
+    fi = canonicalize_axis(feature_index, nd)
+    return fi, tuple(i for i in range(nd) if i != fi)
+
+
+def _bcast_feature(v, operand, fi):
+    return shapes.broadcast_in_dim(v, get_aval(operand).shape, (fi,))
+
+
+def batch_norm_training(operand, scale, offset, epsilon, feature_index):
+    """XLA 'BatchNormTraining': normalize over every dimension but ``feature_index``.
+    Returns (output, batch_mean, batch_var) with the biased (population) variance."""
+    fi, axes = _bn_axes(operand, feature_index)
+    n = int(np.prod([get_aval(operand).shape[i] for i in axes]))
+    dt = get_aval(operand).dtype
+    mean = ew.div(red.reduce_sum(operand, axes), shapes.full((), n, dt))
+    centered = ew.sub(operand, _bcast_feature(mean, operand, fi))
+    var = ew.div(red.reduce_sum(ew.mul(centered, centered), axes), shapes.full((), n, dt))
+    out = batch_norm_inference(operand, scale, offset, mean, var, epsilon, fi)
+    return out, mean, var
+
+
+def batch_norm_inference(operand, scale, offset, mean, variance, epsilon, feature_index):
+    """XLA 'BatchNormInference': (x - mean) * scale / sqrt(variance + epsilon) + offset,
+    the per-feature vectors broadcast along ``feature_index``."""
+    fi, _ = _bn_axes(operand, feature_index)
+    dt = get_aval(operand).dtype
+    inv = ew.rsqrt(ew.add(variance, shapes.full((), epsilon, dt)))
+    norm = ew.mul(ew.sub(operand, _bcast_feature(mean, operand, fi)),
+                  _bcast_feature(ew.mul(inv, scale), operand, fi))
+    return ew.add(norm, _bcast_feature(offset, operand, fi))
+
+
+def batch_norm_grad(operand, scale, mean, variance, grad_output, epsilon, feature_index):
+    """XLA 'BatchNormGrad': (grad_operand, grad_scale, grad_offset) of batch norm training
+    at (mean, variance), by the spec's formulas."""
+    fi, axes = _bn_axes(operand, feature_index)
+    dt = get_aval(operand).dtype
+    n = int(np.prod([get_aval(operand).shape[i] for i in axes]))
+    inv = ew.rsqrt(ew.add(variance, shapes.full((), epsilon, dt)))
+    xc = ew.sub(operand, _bcast_feature(mean, operand, fi))
+    grad_offset = red.reduce_sum(grad_output, axes)
+    grad_scale = ew.mul(red.reduce_sum(ew.mul(grad_output, xc), axes), inv)
+    # dx = scale * inv / n * (n * dy - sum(dy) - xc * inv^2 * sum(dy * xc))
+    t = ew.sub(ew.mul(grad_output, shapes.full((), n, dt)),
+               _bcast_feature(grad_offset, operand, fi))
+    t = ew.sub(t, ew.mul(xc, _bcast_feature(ew.mul(ew.mul(inv, inv),
+                                                   red.reduce_sum(ew.mul(grad_output, xc),
+                                                                  axes)), operand, fi)))
+    coef = ew.div(ew.mul(scale, inv), shapes.full((), n, dt))
+    grad_operand = ew.mul(t, _bcast_feature(coef, operand, fi))
+    return grad_operand, grad_scale, grad_offset
