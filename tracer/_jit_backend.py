@@ -1,30 +1,154 @@
 """The bridge from ``jit`` to the compiler: ``run`` executes a traced program, ``lower``
 returns the object behind ``jitted.lower(...)``.
 
-Until the Numba backend (``lowering`` + ``numba_backend``) takes over, a jitted program is
-interpreted: its jaxpr runs equation by equation through the NumPy impls.
+``run(closed_jaxpr, args, name)`` lowers the jaxpr once (``lowering.pipeline``), builds an
+``Executable`` (``numba_backend.executor``: generated kernels, compiled by Numba and cached
+in memory and on disk) and runs it; executables are kept per ClosedJaxpr (a jitted
+function's trace cache keeps its jaxprs alive). Numba is imported here, on the first jit
+call, never by ``import tracer``.
 """
 from __future__ import annotations
 
-from tracer.core import new_base_main
-from tracer.jaxpr import ClosedJaxpr, eval_jaxpr
+import logging
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from tracer.config import config
+from tracer.core import Array, new_base_main
+from tracer.jaxpr import ClosedJaxpr, Literal, _Namer, _pp_eqn
+
+logger = logging.getLogger("tracer")
+
+_MAX_EXECUTABLES = 512
+_executables: "OrderedDict[int, tuple]" = OrderedDict()
+
+
+def _lower_program(closed: ClosedJaxpr):
+    from lowering import pipeline
+    return pipeline.lower(closed, sub_factory=_sub_executable)
+
+
+def _sub_executable(closed: ClosedJaxpr):
+    """A callable running a sub-jaxpr (control flow bodies) through this backend."""
+    def call(*arrays):
+        return get_executable(closed, "sub")(list(arrays))
+    return call
+
+
+def get_executable(closed: ClosedJaxpr, name: str):
+    key = id(closed)
+    hit = _executables.get(key)
+    if hit is not None and hit[0] is closed:
+        _executables.move_to_end(key)
+        return hit[1]
+    from numba_backend import executor
+    t0 = time.perf_counter()
+    program = _lower_program(closed)
+    ex = executor.compile_program(program, name)
+    if config.log_compiles:
+        logger.warning("Lowered jit(%s) in %.1f ms", name, (time.perf_counter() - t0) * 1e3)
+    _executables[key] = (closed, ex)
+    if len(_executables) > _MAX_EXECUTABLES:
+        _executables.popitem(last=False)
+    return ex
 
 
 def run(closed: ClosedJaxpr, args, name: str):
-    with new_base_main():
-        return eval_jaxpr(closed.jaxpr, closed.consts, *args)
+    """Run the jitted program ``closed`` on concrete ``args``; returns Arrays with the
+    jaxpr's output avals."""
+    ex = get_executable(closed, name)
+    outs = ex([np.asarray(a) for a in args])
+    if config.debug_nans:
+        _check_nans(closed, args, outs, name)
+    return [Array(np.asarray(o), aval.weak_type) for o, aval in zip(outs, closed.out_avals)]
 
+
+# ------------------------------------------ debug_nans ------------------------------------------
+
+def _has_nan(x) -> bool:
+    x = np.asarray(x)
+    return x.dtype.kind in "fc" and bool(np.isnan(x).any())
+
+
+def _check_nans(closed, args, outs, name):
+    if not any(_has_nan(o) for o in outs):
+        return
+    # re-run eagerly, equation by equation, to name the first primitive producing a NaN
+    from lowering import passes
+    flat = passes.inline_calls(closed)
+    jaxpr = flat.jaxpr
+    env = {v: np.asarray(c) for v, c in zip(jaxpr.constvars, flat.consts)}
+    env.update({v: np.asarray(a) for v, a in zip(jaxpr.invars, args)})
+    namer = _Namer()
+    for v in jaxpr.constvars + jaxpr.invars:
+        namer.decl(v)
+
+    def read(a):
+        return np.asarray(a.val) if isinstance(a, Literal) else env[a]
+
+    with new_base_main(), np.errstate(all="ignore"):
+        for eqn in jaxpr.eqns:
+            text = _pp_eqn(eqn, namer, 0)
+            ins = [read(a) for a in eqn.invars]
+            res = eqn.primitive.impl(*ins, **eqn.params)
+            res = res if eqn.primitive.multiple_results else [res]
+            for v, r in zip(eqn.outvars, res):
+                env[v] = np.asarray(r)
+            if any(_has_nan(r) for r in res) and not any(_has_nan(i) for i in ins):
+                raise FloatingPointError(
+                    f"invalid value (nan) encountered in {eqn.primitive.name} inside "
+                    f"jit({name}) (debug_nans): {text[:200]}")
+    raise FloatingPointError(f"invalid value (nan) in the output of jit({name}) "
+                             "(debug_nans); the eager re-run produced it from NaN inputs")
+
+
+# -------------------------------------------- lower ---------------------------------------------
 
 class Lowered:
+    """``jitted.lower(*args)``: ``as_text()`` shows the optimized jaxpr, the loop IR and
+    the generated source of every kernel; ``compile()`` returns a callable."""
+
     def __init__(self, traced, wrapped):
         self.traced = traced
         self.wrapped = wrapped
+        self._ex = None
+
+    def _executable(self):
+        if self._ex is None:
+            self._ex = get_executable(self.traced.jaxpr, self.traced.name)
+        return self._ex
 
     def as_text(self) -> str:
-        return f"# jaxpr of {self.traced.name}\n{self.traced.jaxpr}"
+        ex = self._executable()
+        p = ex.program
+        parts = [f"# jaxpr of {self.traced.name}", str(self.traced.jaxpr),
+                 "", "# optimized jaxpr", str(p.jaxpr),
+                 "", "# loop IR", p.pretty()]
+        for i, src in enumerate(ex.sources):
+            parts += ["", f"# generated source of kernel {i} ({src.key[:12]})", src.text]
+        return "\n".join(parts)
 
     def compile(self):
-        return self.wrapped
+        ex = self._executable()
+        ex.ensure_compiled()
+        return Compiled(self.wrapped, ex)
+
+
+class Compiled:
+    """The callable returned by ``Lowered.compile()``: the jitted function, with its
+    kernels compiled."""
+
+    def __init__(self, wrapped, executable):
+        self.wrapped = wrapped
+        self.executable = executable
+
+    def __call__(self, *args, **kwargs):
+        return self.wrapped(*args, **kwargs)
+
+    def as_text(self) -> str:
+        return "\n\n".join(s.text for s in self.executable.sources)
 
 
 def lower(traced, wrapped):

@@ -1,0 +1,273 @@
+"""Lowering rules of the element-wise family (lax/elementwise.py): scalar expressions.
+
+Each rule mirrors the primitive's NumPy impl operation by operation, so that the fused
+kernel gives the eager answer (bit for bit where NumPy's scalar math is used: +, -, *, /,
+sqrt, comparisons, integer ops, conversions; to a few ulp for libm functions, whose NumPy
+versions are vectorized differently). A rule raises ``NotLowerable`` for dtypes it does
+not handle; the equation then runs as a host step.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import lax
+from lax import elementwise as ew
+from lowering.rules import NotLowerable, scalar_exprs
+from tracer.interpreters import ad
+
+
+def _dt(x):
+    return np.dtype(x.dtype)
+
+
+def _require(cond, why=""):
+    if not cond:
+        raise NotLowerable(why)
+
+
+def _binop(name):
+    def rule(ctx, x, y):
+        return ctx.op(name, x, y)
+    return rule
+
+
+for _p, _name in [(ew.add_p, "add"), (ad.add_any_p, "add"), (ew.sub_p, "sub"),
+                  (ew.mul_p, "mul"), (ew.div_p, "div"), (ew.rem_p, "rem"), (ew.pow_p, "pow"),
+                  (ew.max_p, "max"), (ew.min_p, "min"), (ew.and_p, "and"), (ew.or_p, "or"),
+                  (ew.xor_p, "xor"), (ew.shift_left_p, "shl"),
+                  (ew.shift_right_arithmetic_p, "shr_a"), (ew.shift_right_logical_p, "shr_l"),
+                  (ew.eq_p, "eq"), (ew.ne_p, "ne"), (ew.lt_p, "lt"), (ew.le_p, "le"),
+                  (ew.gt_p, "gt"), (ew.ge_p, "ge")]:
+    scalar_exprs[_p] = _binop(_name)
+
+
+def _complex_arith_guard(name):
+    base = scalar_exprs[name]
+
+    def rule(ctx, x, y):
+        # max/min/rem/pow of complex numbers: NumPy's definitions (lexicographic order,
+        # its own complex pow) are not Numba's
+        _require(_dt(x).kind != "c", "complex")
+        return base(ctx, x, y)
+    return rule
+
+
+for _p in (ew.max_p, ew.min_p, ew.rem_p, ew.pow_p):
+    scalar_exprs[_p] = _complex_arith_guard(_p)
+
+
+def _neg(ctx, x):
+    return ctx.op("neg", x)
+
+
+def _not(ctx, x):
+    return ctx.op("not", x)
+
+
+def _abs(ctx, x):
+    return ctx.op("abs", x, dtype=ctx.out_avals[0].dtype)
+
+
+scalar_exprs[ew.neg_p] = _neg
+scalar_exprs[ew.not_p] = _not
+scalar_exprs[ew.abs_p] = _abs
+
+
+def _sign(ctx, x):
+    dt = _dt(x)
+    _require(dt.kind != "c", "complex sign")
+    if dt.kind == "u":
+        return ctx.cast(ctx.op("ne", x, ctx.const(0, dt)), dt)
+    if dt.kind == "f":
+        return ctx.call("numba_backend.scalar.sign_f", x, dtype=dt)
+    zero, one, mone = ctx.const(0, dt), ctx.const(1, dt), ctx.const(-1, dt)
+    return ctx.select(ctx.op("gt", x, zero), one,
+                      ctx.select(ctx.op("lt", x, zero), mone, zero))
+
+
+scalar_exprs[ew.sign_p] = _sign
+
+
+def _float_call(fn, complex_ok=False):
+    def rule(ctx, x, **params):
+        _require(complex_ok or _dt(x).kind != "c", f"{fn} of complex")
+        return ctx.call(fn, x, dtype=ctx.out_avals[0].dtype)
+    return rule
+
+
+for _p, _fn, _cplx in [(ew.floor_p, "np.floor", False), (ew.ceil_p, "np.ceil", False),
+                       (ew.is_finite_p, "np.isfinite", False), (ew.exp_p, "np.exp", True),
+                       (ew.exp2_p, "np.exp2", False), (ew.log_p, "np.log", True),
+                       (ew.expm1_p, "np.expm1", False), (ew.log1p_p, "np.log1p", False),
+                       (ew.tanh_p, "np.tanh", True), (ew.sin_p, "np.sin", True),
+                       (ew.cos_p, "np.cos", True), (ew.tan_p, "np.tan", True),
+                       (ew.sqrt_p, "np.sqrt", True), (ew.cbrt_p, "np.cbrt", False),
+                       (ew.erf_p, "math.erf", False), (ew.atan2_p, "np.arctan2", False)]:
+    scalar_exprs[_p] = _float_call(_fn, _cplx)
+
+
+def _atan2(ctx, x, y):
+    return ctx.call("np.arctan2", x, y, dtype=ctx.out_avals[0].dtype)
+
+
+scalar_exprs[ew.atan2_p] = _atan2
+
+
+def _round(ctx, x, *, rounding_method):
+    if rounding_method == ew.RoundingMethod.TO_NEAREST_EVEN:
+        return ctx.call("np.rint", x, dtype=_dt(x))
+    return ctx.call("numba_backend.scalar.round_away", x, dtype=_dt(x))
+
+
+scalar_exprs[ew.round_p] = _round
+
+
+def _logistic(ctx, x):
+    dt = _dt(x)
+    _require(dt.kind == "f", "complex logistic")
+    one = ctx.const(1, dt)
+    return ctx.op("div", one, ctx.op("add", one, ctx.call("np.exp", ctx.op("neg", x), dtype=dt)))
+
+
+scalar_exprs[ew.logistic_p] = _logistic
+
+
+def _rsqrt(ctx, x):
+    dt = _dt(x)
+    _require(dt.kind == "f", "complex rsqrt")
+    return ctx.op("div", ctx.const(1, dt), ctx.call("np.sqrt", x, dtype=dt))
+
+
+scalar_exprs[ew.rsqrt_p] = _rsqrt
+
+
+def _square(ctx, x):
+    return ctx.op("mul", x, x)
+
+
+scalar_exprs[ew.square_p] = _square
+
+
+def _integer_pow(ctx, x, *, y):
+    # the impl's exact multiplication order (repeated squaring), so rounding matches
+    dt = _dt(x)
+    if y == 0:
+        return ctx.const(1, dt)
+    n = -y if y < 0 else y
+    acc = None
+    base = x
+    while n:
+        if n & 1:
+            acc = base if acc is None else ctx.op("mul", acc, base)
+        n >>= 1
+        if n:
+            base = ctx.op("mul", base, base)
+    return ctx.op("div", ctx.const(1, dt), acc) if y < 0 else acc
+
+
+scalar_exprs[ew.integer_pow_p] = _integer_pow
+
+
+def _popcount(ctx, x):
+    dt = _dt(x)
+    u = ctx.op("cast", ctx.op("bitcast", x, dtype=np.dtype(f"u{dt.itemsize}")),
+               dtype=np.uint64)
+    return ctx.cast(ctx.call("numba_backend.scalar.popcount", u, dtype=np.int64), dt)
+
+
+def _clz(ctx, x):
+    dt = _dt(x)
+    u = ctx.op("cast", ctx.op("bitcast", x, dtype=np.dtype(f"u{dt.itemsize}")),
+               dtype=np.uint64)
+    bits = ctx.const(dt.itemsize * 8, np.int64)
+    return ctx.cast(ctx.call("numba_backend.scalar.clz", u, bits, dtype=np.int64), dt)
+
+
+scalar_exprs[ew.population_count_p] = _popcount
+scalar_exprs[ew.clz_p] = _clz
+
+
+def _real(ctx, x):
+    return ctx.call("numba_backend.scalar.real", x, dtype=ctx.out_avals[0].dtype)
+
+
+def _imag(ctx, x):
+    return ctx.call("numba_backend.scalar.imag", x, dtype=ctx.out_avals[0].dtype)
+
+
+def _conj(ctx, x, *, input_dtype):
+    out = ctx.out_avals[0].dtype
+    if _dt(x).kind != "c":
+        return ctx.cast(x, out)
+    return ctx.call("numba_backend.scalar.conj", x, dtype=out)
+
+
+def _complex(ctx, x, y):
+    return ctx.call("numba_backend.scalar.make_complex", x, y, dtype=ctx.out_avals[0].dtype)
+
+
+scalar_exprs[ew.real_p] = _real
+scalar_exprs[ew.imag_p] = _imag
+scalar_exprs[ew.conj_p] = _conj
+scalar_exprs[ew.complex_p] = _complex
+
+
+def _total_key(ctx, x):
+    dt = _dt(x)
+    if dt.kind != "f":
+        return x
+    fn = {2: "total_key_16", 4: "total_key_32", 8: "total_key_64"}[dt.itemsize]
+    return ctx.call(f"numba_backend.scalar.{fn}", x, dtype=np.dtype(f"i{dt.itemsize}"))
+
+
+def _total_compare(name):
+    def rule(ctx, x, y):
+        return ctx.op(name, _total_key(ctx, x), _total_key(ctx, y))
+    return rule
+
+
+scalar_exprs[ew.eq_to_p] = _total_compare("eq")
+scalar_exprs[ew.lt_to_p] = _total_compare("lt")
+scalar_exprs[ew.le_to_p] = _total_compare("le")
+
+
+def _select_n(ctx, which, *cases):
+    if len(cases) == 1:
+        return cases[0]
+    if _dt(which) == np.bool_:
+        return ctx.select(which, cases[1], cases[0])
+    # int which: clamped to [0, n) like the impl; chain of selects from the last case
+    wdt = _dt(which)
+    out = cases[-1]
+    for k in range(len(cases) - 2, -1, -1):
+        out = ctx.select(ctx.op("le", which, ctx.const(k, wdt)), cases[k], out)
+    return out
+
+
+scalar_exprs[ew.select_n_p] = _select_n
+
+
+def _clamp(ctx, lo, x, hi):
+    return ctx.op("min", ctx.op("max", x, lo), hi)
+
+
+scalar_exprs[ew.clamp_p] = _clamp
+
+
+def _convert(ctx, x, *, new_dtype, weak_type):
+    return ctx.cast(x, new_dtype)
+
+
+scalar_exprs[ew.convert_element_type_p] = _convert
+
+
+def _bitcast(ctx, x, *, new_dtype):
+    _require(np.dtype(new_dtype).itemsize == _dt(x).itemsize, "width change")
+    _require(_dt(x) != np.bool_ and np.dtype(new_dtype) != np.bool_, "bool bitcast")
+    _require(_dt(x).kind != "c" and np.dtype(new_dtype).kind != "c", "complex bitcast")
+    return ctx.op("bitcast", x, dtype=new_dtype)
+
+
+scalar_exprs[ew.bitcast_convert_type_p] = _bitcast
+
+del lax

@@ -1,0 +1,271 @@
+"""Passes on jaxprs, each ``ClosedJaxpr -> ClosedJaxpr`` (pure: the input is not changed).
+
+- ``inline_calls``: splice the sub-jaxprs of ``jit``/``closed_call`` equations (and of any
+  primitive registered in ``inline_rules``) into the caller;
+- ``dce``: drop equations whose outputs are unused (unless effectful);
+- ``cse``: one equation per (primitive, operands, params);
+- ``fold_constants``: evaluate scalar equations of literals now (their NumPy impl);
+- ``simplify``: algebraic identities that are exact in IEEE arithmetic (x * 1, x - 0,
+  x / 1, neg(neg x), no-op converts/reshapes/transposes/broadcasts...).
+
+Output avals of the program are kept by the caller (a simplification may replace an
+output by a var with a different weak_type; the executor uses the original avals).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tracer.core import ShapedArray
+from tracer.jaxpr import ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var
+from tracer.interpreters.call import closed_call_p, jit_p
+
+# prim -> function(eqn) -> ClosedJaxpr to splice in place of the equation (same operands
+# and results), or None to keep it. Control-flow owners may register call-like wrappers.
+inline_rules: dict = {
+    jit_p: lambda eqn: eqn.params["jaxpr"],
+    closed_call_p: lambda eqn: eqn.params["jaxpr"],
+}
+
+# Primitives that must never be removed or merged (printing, callbacks, io).
+effectful_primitives: set = set()
+
+
+def is_effectful(prim) -> bool:
+    return prim in effectful_primitives or bool(getattr(prim, "has_effects", False))
+
+
+# ------------------------------------------ inline -----------------------------------------
+
+def inline_calls(closed: ClosedJaxpr) -> ClosedJaxpr:
+    constvars, consts = list(closed.jaxpr.constvars), list(closed.consts)
+    eqns: list = []
+    env: dict = {}
+
+    def read(a):
+        return a if isinstance(a, Literal) else env.get(a, a)
+
+    def splice(sub: ClosedJaxpr, invals):
+        sub = inline_calls(sub)
+        local: dict = {}
+        for v, c in zip(sub.jaxpr.constvars, sub.consts):
+            nv = Var(v.aval)
+            constvars.append(nv)
+            consts.append(c)
+            local[v] = nv
+        for v, x in zip(sub.jaxpr.invars, invals):
+            local[v] = x
+
+        def sread(a):
+            return a if isinstance(a, Literal) else local[a]
+
+        for e in sub.jaxpr.eqns:
+            outs = []
+            for v in e.outvars:
+                nv = Var(v.aval) if type(v) is not DropVar else DropVar(v.aval)
+                local[v] = nv
+                outs.append(nv)
+            eqns.append(JaxprEqn(e.primitive, [sread(a) for a in e.invars], e.params, outs))
+        return [sread(a) for a in sub.jaxpr.outvars]
+
+    for eqn in closed.jaxpr.eqns:
+        rule = inline_rules.get(eqn.primitive)
+        sub = rule(eqn) if rule is not None else None
+        if sub is None:
+            eqns.append(JaxprEqn(eqn.primitive, [read(a) for a in eqn.invars], eqn.params,
+                                 eqn.outvars))
+            continue
+        outs = splice(sub, [read(a) for a in eqn.invars])
+        for v, o in zip(eqn.outvars, outs):
+            if type(v) is not DropVar:
+                env[v] = o
+    outvars = [read(a) for a in closed.jaxpr.outvars]
+    return ClosedJaxpr(Jaxpr(constvars, closed.jaxpr.invars, eqns, outvars), consts)
+
+
+# ------------------------------------------- DCE -------------------------------------------
+
+def dce(closed: ClosedJaxpr) -> ClosedJaxpr:
+    jaxpr = closed.jaxpr
+    live = {v for v in jaxpr.outvars if isinstance(v, Var)}
+    kept = []
+    for eqn in reversed(jaxpr.eqns):
+        if is_effectful(eqn.primitive) or any(v in live for v in eqn.outvars):
+            kept.append(eqn)
+            live.update(a for a in eqn.invars if isinstance(a, Var))
+    kept.reverse()
+    cv = [(v, c) for v, c in zip(jaxpr.constvars, closed.consts) if v in live]
+    return ClosedJaxpr(Jaxpr([v for v, _ in cv], jaxpr.invars, kept, jaxpr.outvars),
+                       [c for _, c in cv])
+
+
+# ------------------------------------------- CSE -------------------------------------------
+
+def _atom_key(a):
+    if isinstance(a, Literal):
+        v = np.asarray(a.val)
+        return ("lit", v.dtype.str, v.tobytes(), a.aval.weak_type)
+    return ("var", id(a))
+
+
+def cse(closed: ClosedJaxpr) -> ClosedJaxpr:
+    jaxpr = closed.jaxpr
+    env: dict = {}
+    seen: dict = {}
+    eqns = []
+
+    def read(a):
+        return a if isinstance(a, Literal) else env.get(a, a)
+
+    for eqn in jaxpr.eqns:
+        invars = [read(a) for a in eqn.invars]
+        key = None
+        if not is_effectful(eqn.primitive):
+            try:
+                key = (eqn.primitive, tuple(_atom_key(a) for a in invars),
+                       tuple(sorted(eqn.params.items())),
+                       tuple((v.aval.weak_type, v.aval.dtype) for v in eqn.outvars))
+                hash(key)
+            except TypeError:
+                key = None
+        prev = seen.get(key) if key is not None else None
+        if prev is not None:
+            for v, p in zip(eqn.outvars, prev):
+                env[v] = p
+            continue
+        new = JaxprEqn(eqn.primitive, invars, eqn.params, eqn.outvars)
+        eqns.append(new)
+        if key is not None:
+            seen[key] = eqn.outvars
+    outvars = [read(a) for a in jaxpr.outvars]
+    return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, outvars), closed.consts)
+
+
+# ------------------------------------- constant folding -------------------------------------
+
+def fold_constants(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Equations whose operands are all literals and whose results are scalars become
+    literals (evaluated by the NumPy impl, so the value is the eager one)."""
+    jaxpr = closed.jaxpr
+    env: dict = {}
+    eqns = []
+
+    def read(a):
+        return a if isinstance(a, Literal) else env.get(a, a)
+
+    for eqn in jaxpr.eqns:
+        invars = [read(a) for a in eqn.invars]
+        prim = eqn.primitive
+        if (invars and all(isinstance(a, Literal) for a in invars) and prim.impl is not None
+                and not is_effectful(prim) and not prim.multiple_results
+                and all(isinstance(v.aval, ShapedArray) and v.aval.shape == ()
+                        for v in eqn.outvars)):
+            try:
+                with np.errstate(all="ignore"):
+                    out = prim.impl(*[np.asarray(a.val) for a in invars], **eqn.params)
+                (v,) = eqn.outvars
+                val = np.asarray(out).astype(v.aval.dtype)
+                env[v] = Literal(val, v.aval)
+                continue
+            except Exception:
+                pass
+        eqns.append(JaxprEqn(prim, invars, eqn.params, eqn.outvars))
+    outvars = [read(a) for a in jaxpr.outvars]
+    return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, outvars), closed.consts)
+
+
+# ---------------------------------------- simplify ------------------------------------------
+
+def _is_lit(a, value) -> bool:
+    if not isinstance(a, Literal):
+        return False
+    v = np.asarray(a.val)
+    if v.shape != ():
+        return False
+    if value == "-0.0":
+        return v.dtype.kind == "f" and v == 0 and np.signbit(v)
+    return bool(v == value) and not (v.dtype.kind == "f" and value == 0 and np.signbit(v))
+
+
+def _same_type(a, v) -> bool:
+    return a.aval.shape == v.aval.shape and a.aval.dtype == v.aval.dtype
+
+
+def _simplify_eqn(eqn, invars):
+    """The atom equal to the equation's single output, or None."""
+    name = eqn.primitive.name
+    (out,) = eqn.outvars if len(eqn.outvars) == 1 else (None,)
+    if out is None:
+        return None
+    p = eqn.params
+    if name == "mul":
+        x, y = invars
+        if _is_lit(y, 1) and _same_type(x, out):
+            return x
+        if _is_lit(x, 1) and _same_type(y, out):
+            return y
+    elif name in ("add", "add_any"):
+        x, y = invars
+        for a, b in ((x, y), (y, x)):
+            if _same_type(a, out) and (
+                    (_is_lit(b, 0) and b.aval.dtype.kind in "iu") or _is_lit(b, "-0.0")):
+                return a
+    elif name == "sub":
+        x, y = invars
+        if _same_type(x, out) and (_is_lit(y, 0) or _is_lit(y, "-0.0")):
+            return x
+    elif name == "div":
+        x, y = invars
+        if _is_lit(y, 1) and _same_type(x, out):
+            return x
+    elif name == "convert_element_type":
+        (x,) = invars
+        if x.aval.dtype == p["new_dtype"]:
+            return x
+    elif name == "reshape":
+        (x,) = invars
+        if x.aval.shape == tuple(p["new_sizes"]):
+            return x
+    elif name == "transpose":
+        (x,) = invars
+        if tuple(p["permutation"]) == tuple(range(len(p["permutation"]))):
+            return x
+    elif name == "broadcast_in_dim":
+        (x,) = invars
+        if x.aval.shape == tuple(p["shape"]):
+            return x
+    elif name == "select_n":
+        if len(invars) == 2:
+            return invars[1]
+    elif name == "integer_pow":
+        if p["y"] == 1:
+            return invars[0]
+    return None
+
+
+def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
+    jaxpr = closed.jaxpr
+    env: dict = {}
+    producer: dict = {}
+    eqns = []
+
+    def read(a):
+        return a if isinstance(a, Literal) else env.get(a, a)
+
+    for eqn in jaxpr.eqns:
+        invars = [read(a) for a in eqn.invars]
+        if eqn.primitive.name == "neg":
+            src = producer.get(invars[0]) if isinstance(invars[0], Var) else None
+            if src is not None and src.primitive.name == "neg":
+                env[eqn.outvars[0]] = src.invars[0]
+                continue
+        if not is_effectful(eqn.primitive):
+            rep = _simplify_eqn(eqn, invars)
+            if rep is not None:
+                env[eqn.outvars[0]] = rep
+                continue
+        new = JaxprEqn(eqn.primitive, invars, eqn.params, eqn.outvars)
+        for v in eqn.outvars:
+            producer[v] = new
+        eqns.append(new)
+    outvars = [read(a) for a in jaxpr.outvars]
+    return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, outvars), closed.consts)

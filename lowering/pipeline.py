@@ -1,0 +1,63 @@
+"""The lowering pipeline of a jitted program, top to bottom:
+
+    ClosedJaxpr
+      -> inline_calls     splice jit/closed_call sub-jaxprs into the caller
+      -> dce              drop unused equations
+      -> cse              merge equal equations
+      -> fold_constants   scalar equations of literals become literals
+      -> simplify         exact algebraic identities (x * 1, x - 0, no-op reshapes...)
+      -> dce              drop what the previous passes made dead
+      -> fuse             group equations into kernels / library calls / host steps
+      -> verify           (TRACER_VERIFY_IR=1) check the loop IR
+    Program
+
+``numba_backend`` turns the Program into source, compiled code and an Executable.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+
+from lowering import fusion, passes, verify
+from lowering.ir import Program
+from tracer.jaxpr import ClosedJaxpr
+
+JAXPR_PASSES = (
+    passes.inline_calls,
+    passes.dce,
+    passes.cse,
+    passes.fold_constants,
+    passes.simplify,
+    passes.dce,
+)
+
+_rules_loaded = False
+
+
+def load_rule_modules() -> None:
+    """Import every module of the ``lowering`` package once: each registers its rules."""
+    global _rules_loaded
+    if _rules_loaded:
+        return
+    import lowering
+    for info in sorted(pkgutil.iter_modules(lowering.__path__), key=lambda m: m.name):
+        importlib.import_module(f"lowering.{info.name}")
+    _rules_loaded = True
+
+
+def optimize(closed: ClosedJaxpr) -> ClosedJaxpr:
+    for p in JAXPR_PASSES:
+        closed = p(closed)
+    return closed
+
+
+def lower(closed: ClosedJaxpr, sub_factory=None) -> Program:
+    """ClosedJaxpr -> Program (see the module docstring). ``sub_factory(closed_jaxpr)``
+    makes the callables behind ``StructuredContext.lower_subjaxpr``."""
+    load_rule_modules()
+    opt = optimize(closed)
+    program = fusion.fuse(opt, sub_factory)
+    if os.environ.get("TRACER_VERIFY_IR", "") not in ("", "0"):
+        verify.check_program(program)
+    return program

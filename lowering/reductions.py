@@ -1,0 +1,85 @@
+"""Lowering rules of the reduction family (lax/reductions.py): ``ReductionSpec``s.
+
+Accumulators mirror the eager impls: integer sums wrap like NumPy's, float16 sums and
+products accumulate in float32 (NumPy's pairwise float16 loop does too) and round once
+on the store, max/min propagate NaN, argmax/argmin take the first extremum (NaN counts as
+the extremum, the first NaN wins). Float sums/products may be reassociated (vectorized);
+they then differ from NumPy's pairwise order by rounding only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lax import reductions as rd
+from lowering.rules import NotLowerable, ReductionSpec, reduction_rules
+
+
+def _acc_dtype(dt):
+    dt = np.dtype(dt)
+    return np.dtype(np.float32) if dt == np.float16 else dt
+
+
+def _monoid(op, identity):
+    def rule(ctx, x, *, axes):
+        dt = np.dtype(x.dtype)
+        if op in ("max", "min") and dt.kind == "c":
+            raise NotLowerable("complex max/min")
+        acc_dt = _acc_dtype(dt)
+
+        def combine(ctx, accs, v, idx):
+            return [ctx.op(op, accs[0], ctx.cast(v, acc_dt))]
+
+        return ReductionSpec(axes=tuple(axes), acc_dtypes=(acc_dt,),
+                             init=[ctx.const(identity(dt), acc_dt)], combine=combine,
+                             reassoc=op in ("add", "mul") and dt.kind in "fc")
+    return rule
+
+
+def _max_identity(dt):
+    return rd._minmax_identity(dt, True)
+
+
+def _min_identity(dt):
+    return rd._minmax_identity(dt, False)
+
+
+def _and_identity(dt):
+    return True if dt == np.bool_ else -1 if dt.kind == "i" else np.iinfo(dt).max
+
+
+reduction_rules[rd.reduce_sum_p] = _monoid("add", lambda dt: 0)
+reduction_rules[rd.reduce_prod_p] = _monoid("mul", lambda dt: 1)
+reduction_rules[rd.reduce_max_p] = _monoid("max", _max_identity)
+reduction_rules[rd.reduce_min_p] = _monoid("min", _min_identity)
+reduction_rules[rd.reduce_and_p] = _monoid("and", _and_identity)
+reduction_rules[rd.reduce_or_p] = _monoid("or", lambda dt: False if dt == np.bool_ else 0)
+reduction_rules[rd.reduce_xor_p] = _monoid("xor", lambda dt: False if dt == np.bool_ else 0)
+
+
+def _arg(is_max):
+    def rule(ctx, x, *, axes, index_dtype):
+        dt = np.dtype(x.dtype)
+        acc_dt = _acc_dtype(dt)
+        (axis,) = axes
+        start = _max_identity(dt) if is_max else _min_identity(dt)
+
+        def combine(ctx, accs, v, idx):
+            best, pos = accs
+            v = ctx.cast(v, acc_dt)
+            better = ctx.op("gt" if is_max else "lt", v, best)
+            if acc_dt.kind == "f":
+                # NaN is the extremum: taken when the best so far is not NaN
+                better = ctx.op("or", better, ctx.op("and", ctx.op("ne", v, v),
+                                                     ctx.op("eq", best, best)))
+            # the first element always replaces the start value (which may equal it)
+            better = ctx.op("or", better, ctx.op("eq", idx[axis], ctx.index(0)))
+            return [ctx.select(better, v, best), ctx.select(better, idx[axis], pos)]
+
+        return ReductionSpec(axes=(axis,), acc_dtypes=(acc_dt, np.dtype(np.int64)),
+                             init=[ctx.const(start, acc_dt), ctx.index(0)],
+                             combine=combine, results=(1,))
+    return rule
+
+
+reduction_rules[rd.argmax_p] = _arg(True)
+reduction_rules[rd.argmin_p] = _arg(False)

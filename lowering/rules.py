@@ -1,0 +1,241 @@
+"""Lowering-rule registries: how each primitive becomes loop IR. Extend them for your
+primitives in ``lowering/<family>.py`` (every module of this package is imported on the
+first ``jit``); a primitive with no rule still works under jit as a *host step* (its
+NumPy impl on whole arrays), and ``jitted.lower(...).as_text()`` says so.
+
+Four registries, tried in this order for an equation ``outs = prim[params] ins``:
+
+1. ``scalar_exprs[prim]`` -- element-wise primitives; fused into their consumers.
+   Either a function name (``"np.sin"``, ``"math.erf"``: called on the operands, result
+   cast to the output dtype) or a rule ``(ctx, *args, **params) -> Expr`` where ``args``
+   are the operands' scalar ``Expr``s at the current element and ``ctx`` an
+   ``ExprContext`` (``ctx.op``, ``ctx.call``, ``ctx.cast``, ``ctx.select``, ``ctx.const``,
+   ``ctx.in_avals``, ``ctx.out_avals``). Rank-0 operands broadcast automatically.
+
+2. ``remap_rules[prim]`` -- fusible ops that read their operands at other indices
+   (broadcast, transpose, slice, pad, concatenate, gather...): a rule
+   ``(ctx, idx, *operands, **params) -> Expr`` returning the output element at ``idx``
+   (a tuple of int64 ``Expr``s), reading operand ``k`` with ``operands[k].read(index)``.
+   Every index must be in bounds by construction (Numba does not check), whether or not
+   the loaded value is selected in the end: clamp with ``ctx.op("max"/"min", ...)``. Shape-dependent integers (sizes, starts)
+   must be ``ctx.iparam(value)`` or ``operand.dim(d)`` -- runtime values -- never Python
+   ints baked into the expression, so that kernels stay shape-generic.
+
+3. ``reduction_rules[prim]`` -- ``(ctx, *in_avals, **params) -> ReductionSpec``: which
+   axes are reduced, the accumulators (dtype, initial ``Expr``), the combine step and
+   which accumulator feeds each output. The reduced operand's producers fuse in as a
+   prologue; reductions with the same iteration space share one loop nest.
+
+4. ``lowering_rules[prim]`` -- everything structured (library calls, control flow):
+   ``(ctx, in_avals, out_avals, *ins, **params) -> outs`` where ``ins`` are buffer
+   names (materialized arrays) and the rule returns the output buffer names made by
+   ``ctx.library_call(name, fn, ins, out_avals, **static)``; ``fn(*arrays, **static)``
+   runs on NumPy arrays and returns the outputs (it may call njit'd code; import Numba
+   lazily inside ``fn`` or in a module that only the backend imports). For sub-jaxprs,
+   ``ctx.lower_subjaxpr(closed_jaxpr)`` returns a callable ``(*arrays) -> [arrays]``
+   running the sub-program through this same pipeline (compiled kernels included).
+
+Worked example -- a new element-wise primitive ``erfc_p`` (float operands)::
+
+    # lowering/special.py
+    import numpy as np
+    from lowering.rules import scalar_exprs           # (never import Numba here)
+
+    scalar_exprs[erfc_p] = "math.erfc"               # one-liner: math.erfc(x), cast back
+
+    # or, with explicit dtype handling (here: compute in float64, round on the way out):
+    def _erfc_lower(ctx, x):
+        x64 = ctx.cast(x, np.float64)
+        return ctx.cast(ctx.call("math.erfc", x64, dtype=np.float64), ctx.out_avals[0].dtype)
+    scalar_exprs[erfc_p] = _erfc_lower
+
+A helper written in Python and callable from Numba (``numba.extending.register_jitable``)
+lives in a module under ``numba_backend/`` (Numba is only imported by the backend) and is
+referenced by name, e.g. ``ctx.call("numba_backend.scalar.int_div", x, y, dtype=...)``;
+the generated kernel imports it, and its source is hashed into the kernel's cache key.
+
+Dtype rules (the eager NumPy impl is the reference): operands arrive with their jaxpr
+dtypes; float16 values are carried as float32 rounded to float16 after every op (the
+codegen does this for ``ctx.op``; a ``ctx.call`` returning float16 is rounded once);
+integer ops wrap; ``ctx.op`` semantics are listed in ``numba_backend.codegen``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from lowering.ir import (BOOL, COMPARE, INDEX, INDEX_OPS, Call, Const, Expr, FnRef, IParam,
+                         Op, SCALAR_OPS, index_op)
+
+scalar_exprs: dict = {}       # prim -> "module.fn" | (ctx, *args, **params) -> Expr
+remap_rules: dict = {}        # prim -> (ctx, idx, *operands, **params) -> Expr
+reduction_rules: dict = {}    # prim -> (ctx, *in_avals, **params) -> ReductionSpec
+lowering_rules: dict = {}     # prim -> (ctx, in_avals, out_avals, *ins, **params) -> outs
+
+# Rough per-element cost of a scalar function (fusion recomputes cheap values, stores
+# expensive ones with several consumers). Unlisted calls count as CALL_COST.
+CALL_COST = 20
+
+
+class NotLowerable(Exception):
+    """Raised by any rule for operands it does not handle (say, complex dtypes): the
+    equation then runs as a host step."""
+
+
+def rule_kind(prim) -> str | None:
+    """Which registry lowers ``prim`` ("scalar", "remap", "reduction", "structured"), or
+    None (host step)."""
+    if prim in scalar_exprs:
+        return "scalar"
+    if prim in remap_rules:
+        return "remap"
+    if prim in reduction_rules:
+        return "reduction"
+    if prim in lowering_rules:
+        return "structured"
+    return None
+
+
+# ----------------------------------- expression rules ------------------------------------
+
+def _np_dtype(dt) -> np.dtype:
+    return np.dtype(dt)
+
+
+class ExprContext:
+    """What element-wise, remap and reduction rules build expressions with."""
+
+    def __init__(self, in_avals, out_avals, origin: str, new_iparam: Callable):
+        self.in_avals = list(in_avals)
+        self.out_avals = list(out_avals)
+        self.origin = origin
+        self._new_iparam = new_iparam
+
+    # -- scalars --
+    def const(self, value, dtype) -> Const:
+        """A constant baked into the kernel source (structural: 0, 1, 0.5, dtype limits...)."""
+        dtype = _np_dtype(dtype)
+        return Const(python_scalar(value, dtype), dtype, self.origin)
+
+    def op(self, name: str, *args: Expr, dtype=None) -> Expr:
+        """An IR op (``lowering.ir.SCALAR_OPS``) on operands of one dtype. Result dtype:
+        bool for comparisons, the case dtype for select, ``dtype`` for cast/bitcast,
+        else the operands'."""
+        if name not in SCALAR_OPS:
+            raise ValueError(f"ExprContext.op: unknown op {name!r}; known: {sorted(SCALAR_OPS)}")
+        if name in INDEX_OPS or (dtype is None and all(a.dtype == INDEX for a in args)
+                                 and name in ("add", "sub", "mul", "max", "min")):
+            return index_op(name, *args) if name != "max" and name != "min" else \
+                Op(name, tuple(args), INDEX, self.origin)
+        if name in COMPARE:
+            out = BOOL
+        elif name == "select":
+            out = args[1].dtype
+        elif name in ("cast", "bitcast"):
+            if dtype is None:
+                raise ValueError(f"ExprContext.op({name!r}) needs dtype=")
+            out = _np_dtype(dtype)
+            if out == args[0].dtype:
+                return args[0]
+        else:
+            out = args[0].dtype if dtype is None else _np_dtype(dtype)
+        return Op(name, tuple(args), out, self.origin)
+
+    def cast(self, x: Expr, dtype) -> Expr:
+        """Convert with ``convert_element_type``'s semantics (float->int truncates and
+        saturates, NaN -> 0; x -> bool is x != 0; complex -> real keeps the real part)."""
+        return self.op("cast", x, dtype=dtype)
+
+    def select(self, pred: Expr, on_true: Expr, on_false: Expr) -> Expr:
+        return self.op("select", pred, on_true, on_false)
+
+    def call(self, fn, *args: Expr, dtype=None) -> Expr:
+        """``fn(*args)`` for a scalar function Numba can call ("np.exp", "math.erf", a
+        register_jitable helper given as "module.name" or the function itself); the
+        result is cast to ``dtype`` (default: the first output's dtype)."""
+        dtype = self.out_avals[0].dtype if dtype is None else _np_dtype(dtype)
+        return Call(FnRef.of(fn), tuple(args), dtype, self.origin)
+
+    # -- index arithmetic --
+    def index(self, value: int) -> Const:
+        """A structural int64 constant (a stride, an interior padding)."""
+        return Const(int(value), INDEX)
+
+    def iparam(self, value: int, label: str = "") -> IParam:
+        """A shape-dependent int64 passed at run time (the kernel source does not change
+        when it does)."""
+        return self._new_iparam(int(value), label)
+
+
+class Operand:
+    """An operand of a remap rule: ``aval``, ``read(index) -> Expr`` and ``dim(d)``, its
+    runtime extent along ``d``."""
+
+    def __init__(self, aval, read: Callable, ctx: ExprContext, label: str):
+        self.aval = aval
+        self._read = read
+        self._ctx = ctx
+        self._label = label
+
+    def read(self, index) -> Expr:
+        index = tuple(i if isinstance(i, Expr) else Const(int(i), INDEX) for i in index)
+        if len(index) != self.aval.ndim:
+            raise ValueError(f"Operand.read: {len(index)} indices for an operand of rank "
+                             f"{self.aval.ndim} ({self.aval.str_short()})")
+        return self._read(index)
+
+    def dim(self, d: int) -> Expr:
+        n = self.aval.shape[d]
+        if n == 1:
+            return Const(1, INDEX)   # size-1 dims are structural (like broadcasting)
+        return self._ctx.iparam(n, f"{self._label} dim {d}")
+
+
+@dataclass
+class ReductionSpec:
+    """What a reduction rule returns.
+
+    ``axes``: reduced dims of operand 0. ``acc_dtypes``/``init``: one accumulator each,
+    ``init`` a list of ``Expr``. ``combine(ctx, accs, x, idx) -> [Expr]``: the new
+    accumulators from the old (``accs``), the operand element ``x`` and the iteration
+    index ``idx`` (a tuple of int64 Exprs over the operand's dims, e.g. for argmax).
+    ``results[k]``: the accumulator written to output ``k`` (cast to its dtype).
+    ``reassoc``: the combine may be reordered (sums/products of floats: lets LLVM
+    vectorize; results then differ from NumPy's pairwise order by rounding only).
+    """
+    axes: tuple
+    acc_dtypes: tuple
+    init: list
+    combine: Callable
+    results: tuple = (0,)
+    reassoc: bool = False
+
+
+# --------------------------------- structured rules --------------------------------------
+
+class StructuredContext:
+    """What ``lowering_rules`` build steps with (implemented by ``lowering.fusion``)."""
+
+    def library_call(self, name: str, fn: Callable, ins, out_avals, **static):
+        raise NotImplementedError
+
+    def lower_subjaxpr(self, closed_jaxpr):
+        raise NotImplementedError
+
+
+def python_scalar(value, dtype: np.dtype):
+    """``value`` as an exact Python scalar of ``dtype``'s kind (hashable, repr-exact)."""
+    dtype = np.dtype(dtype)
+    v = np.asarray(value).astype(dtype).item() if not isinstance(value, (bool, int, float,
+                                                                          complex)) else value
+    if dtype == np.bool_:
+        return bool(v)
+    if dtype.kind in "iu":
+        return int(v)
+    if dtype.kind == "f":
+        return float(np.asarray(v, dtype))
+    if dtype.kind == "c":
+        return complex(np.asarray(v, dtype))
+    raise TypeError(f"python_scalar: unsupported dtype {dtype}")

@@ -1,0 +1,192 @@
+"""Compiled kernels, in memory and on disk.
+
+A kernel's generated source is written to ``<cache_dir>/kernels/k_<sha256>.py`` (atomic
+rename: two processes writing the same entry is safe; a truncated or foreign file is
+rewritten), imported as a real module, and compiled with ``numba.njit(cache=True)`` --
+Numba can only disk-cache functions defined in a file (numba/numba#3501), which is why
+the source is not ``exec``'d. The key hashes the source, which names the helper module's
+hash and any flag changing the machine code (boundscheck), so stale entries are never
+reused. A corrupt Numba cache entry is recompiled; a failing disk is worked around (a
+temporary directory); neither is ever fatal.
+
+In memory, ``get_kernel(source)`` returns one ``CompiledKernel`` per key, shared by all
+programs and shapes: a new shape of the same program finds its kernels here and compiles
+nothing. ``stats`` counts compiles and disk-cache loads (tests use it).
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # Numba's OpenMP pool beside OpenBLAS's
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+from numba import types  # noqa: E402
+
+from tracer.config import config  # noqa: E402
+
+logger = logging.getLogger("tracer")
+
+stats = {"compiled": 0, "cache_loads": 0, "kernels": 0, "compile_seconds": 0.0}
+_kernels: dict = {}
+_lock = threading.RLock()
+_fallback_dir = None
+
+
+def _kernel_dir() -> str:
+    global _fallback_dir
+    d = os.path.join(config.cache_dir, "kernels")
+    try:
+        os.makedirs(d, exist_ok=True)
+        if os.access(d, os.W_OK):
+            return d
+    except OSError:
+        pass
+    if _fallback_dir is None:
+        _fallback_dir = tempfile.mkdtemp(prefix="tracer-kernels-")
+        logger.warning("tracer: cache directory %s is not writable; using %s for this "
+                       "process (set TRACER_CACHE_DIR)", config.cache_dir, _fallback_dir)
+    return _fallback_dir
+
+
+def _write_source(path: str, text: str, force: bool = False) -> None:
+    if not force:
+        try:
+            with open(path, encoding="utf-8") as f:
+                if f.read() == text:
+                    return
+        except (OSError, UnicodeDecodeError):
+            pass
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _numba_type(dtype: np.dtype, ndim: int, readonly: bool):
+    dtype = np.dtype(dtype)
+    if dtype == np.float16:
+        dtype = np.dtype(np.uint16)
+    return types.Array(numba.from_dtype(dtype), ndim, "C", readonly=readonly)
+
+
+def signature(kernel) -> tuple:
+    ins = [_numba_type(a.dtype, a.ndim, True) for a in kernel.inputs]
+    outs = [_numba_type(a.dtype, a.ndim, False) for a in kernel.outputs]
+    return tuple(ins + outs + [types.Array(types.int64, 1, "C", readonly=True),
+                               types.Array(types.float64, 1, "C", readonly=True)])
+
+
+class CompiledKernel:
+    """One kernel module: its Python functions and, once compiled, its dispatchers."""
+
+    def __init__(self, source, kernel):
+        self.key = source.key
+        self.source = source
+        self.kernel = kernel
+        self.sig = signature(kernel)
+        self.path = os.path.join(_kernel_dir(), f"k_{self.key[:32]}.py")
+        _write_source(self.path, source.text)
+        self.module = self._import()
+        self.py = self.module.kernel
+        self.py_par = getattr(self.module, "kernel_par", None)
+        self._serial = None
+        self._par = None
+        self.failed = None
+        self._lock = threading.Lock()
+
+    def _import(self):
+        name = f"tracer_kernels.k_{self.key[:32]}"
+        mod = sys.modules.get(name)
+        if mod is not None:
+            return mod
+        spec = importlib.util.spec_from_file_location(name, self.path)
+        mod = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(mod)
+        except Exception:
+            # a file damaged on disk after our check: rewrite it and try once more
+            _write_source(self.path, self.source.text, force=True)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        sys.modules[name] = mod
+        return mod
+
+    @property
+    def ready(self) -> bool:
+        return self._serial is not None
+
+    def ready_parallel(self) -> bool:
+        return self._par is not None
+
+    def _compile(self, py, parallel: bool):
+        fast = {"reassoc"} if self.kernel.fast_reassoc else False
+        opts = dict(cache=True, nogil=True, error_model="numpy", fastmath=fast)
+        if parallel:
+            opts["parallel"] = True
+        t0 = time.perf_counter()
+        disp = numba.njit(**opts)(py)
+        try:
+            disp.compile(self.sig)
+        except Exception as e:   # a corrupt cache entry: compile without the cache
+            if not _is_cache_error(e):
+                raise
+            logger.warning("tracer: kernel cache entry %s unreadable (%s); recompiling",
+                           self.path, e)
+            opts["cache"] = False
+            disp = numba.njit(**opts)(py)
+            disp.compile(self.sig)
+        dt = time.perf_counter() - t0
+        hits = sum(disp.stats.cache_hits.values()) if opts["cache"] else 0
+        with _lock:
+            if hits:
+                stats["cache_loads"] += 1
+            else:
+                stats["compiled"] += 1
+            stats["compile_seconds"] += dt
+        if config.log_compiles:
+            logger.warning("%s kernel %s%s in %.1f ms", "Loaded" if hits else "Compiled",
+                           self.key[:12], " (parallel)" if parallel else "", dt * 1e3)
+        return disp
+
+    def serial(self):
+        """The compiled serial kernel (compiling now if needed)."""
+        if self._serial is None:
+            with self._lock:
+                if self._serial is None:
+                    self._serial = self._compile(self.py, False)
+        return self._serial
+
+    def parallel(self):
+        if self._par is None:
+            with self._lock:
+                if self._par is None:
+                    self._par = self._compile(self.py_par, True)
+        return self._par
+
+
+def _is_cache_error(e: Exception) -> bool:
+    import pickle
+    return isinstance(e, (EOFError, pickle.UnpicklingError, OSError, ValueError)) or \
+        "cache" in str(e).lower()
+
+
+def get_kernel(source, kernel) -> CompiledKernel:
+    with _lock:
+        ck = _kernels.get(source.key)
+        if ck is None:
+            ck = _kernels[source.key] = CompiledKernel(source, kernel)
+            stats["kernels"] += 1
+        return ck
+
+
+def clear_memory_cache() -> None:
+    """Forget in-memory kernels (tests: force the next use through the disk cache)."""
+    with _lock:
+        _kernels.clear()

@@ -1,0 +1,495 @@
+"""Loop IR -> Python source for Numba, through a small emitter (no ad-hoc concatenation).
+
+One kernel becomes one module with two functions of the same body: ``kernel`` (serial
+loops) and ``kernel_par`` (``prange`` over the outermost kept loop, compiled only when a
+call is large enough). The source is written for humans: one statement per IR node,
+deterministic names (``in0``, ``out0``, ``n0`` extents, ``p3`` runtime ints, ``f0``
+runtime floats, ``i0`` loop indices, ``t5`` temporaries, ``acc0`` accumulators), each
+group preceded by a ``# <jaxpr equation>`` comment. A statement sits in the outermost
+loop where all its inputs are defined (loop-invariant loads and math are hoisted).
+
+Scalar semantics (the eager NumPy impl is the reference; Numba's typing is not ours):
+every value is held in its dtype's *carrier* -- the dtype itself, except float16, carried
+as a float32 that is always float16-representable (rounded after every op, stored as
+uint16 bits). Integer results are cast back to their dtype (so int8 + int8 wraps), all
+constants are typed (``np.float32(2.0)``, never a bare ``2.0`` that would widen to
+float64), integer division/remainder/shifts and float->int conversion go through
+``numba_backend.scalar`` helpers with the eager edge cases (x / 0, INT_MIN / -1, shifts by
+>= the width, NaN -> 0, saturation).
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+from contextlib import contextmanager
+
+import numpy as np
+
+from lowering.ir import (AccRef, Call, Const, Expr, FParam, IParam, Kernel, Load, LoopIndex,
+                         Op, children, walk)
+
+RT = "rt"      # alias of numba_backend.scalar in generated code
+F16 = np.dtype(np.float16)
+
+
+class Emitter:
+    """Lines with indentation: ``line(text)``, ``with block(header):``."""
+
+    def __init__(self):
+        self.lines: list = []
+        self.level = 0
+
+    def line(self, text: str = ""):
+        self.lines.append(("    " * self.level + text) if text else "")
+
+    @contextmanager
+    def block(self, header: str):
+        self.line(header)
+        self.level += 1
+        try:
+            yield
+        finally:
+            self.level -= 1
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+# ------------------------------------ scalar code ----------------------------------------
+
+def np_name(dt: np.dtype) -> str:
+    dt = np.dtype(dt)
+    return "np.bool_" if dt == np.bool_ else f"np.{dt.name}"
+
+
+def carrier(dt: np.dtype) -> np.dtype:
+    dt = np.dtype(dt)
+    return np.dtype(np.float32) if dt == F16 else dt
+
+
+def const_code(value, dt: np.dtype) -> str:
+    dt = np.dtype(dt)
+    if dt == np.bool_:
+        return "True" if value else "False"
+    if dt.kind in "iu":
+        return f"{np_name(dt)}({int(value)})"
+    if dt.kind == "f":
+        return f"{np_name(carrier(dt))}({_float_lit(float(value))})"
+    if dt.kind == "c":
+        c = complex(value)
+        return f"{np_name(dt)}(complex({_float_lit(c.real)}, {_float_lit(c.imag)}))"
+    raise TypeError(f"codegen: constant of dtype {dt}")
+
+
+def _float_lit(v: float) -> str:
+    if math.isnan(v):
+        return "np.nan"
+    if math.isinf(v):
+        return "np.inf" if v > 0 else "-np.inf"
+    return repr(v)
+
+
+def cast_code(code: str, src: np.dtype, dst: np.dtype) -> str:
+    """Convert a carrier value of dtype ``src`` to dtype ``dst`` with
+    convert_element_type's semantics."""
+    src, dst = np.dtype(src), np.dtype(dst)
+    if src == dst:
+        return code
+    if dst == np.bool_:
+        return f"({code} != 0)"
+    if src.kind == "c" and dst.kind != "c":
+        return cast_code(f"{RT}.real({code})", np.dtype(f"f{src.itemsize // 2}"), dst)
+    if dst == F16:
+        if src.kind == "f" and src != np.float64:
+            return f"{RT}.f16r({code})"
+        return f"{RT}.f16r(np.float64({code}))"
+    if dst.kind in "iu" and src.kind == "f":
+        if dst == np.uint64:
+            return f"{RT}.f2u64(np.float64({code}))"
+        info = np.iinfo(dst)
+        conv = (f"{RT}.f2i(np.float64({code}), {_float_lit(float(info.min))}, "
+                f"{_float_lit(float(info.max))}, np.int64({info.min}), np.int64({info.max}))")
+        return conv if dst == np.int64 else f"{np_name(dst)}({conv})"
+    if dst.kind == "c" and src.kind != "c":
+        real = np.dtype(f"f{dst.itemsize // 2}")
+        return f"{np_name(dst)}(complex({cast_code(code, src, real)}, 0.0))"
+    return f"{np_name(dst)}({code})"
+
+
+def _wrap(code: str, dt: np.dtype) -> str:
+    """Bring an arithmetic result back to the carrier of ``dt`` (wrap ints, round f16)."""
+    dt = np.dtype(dt)
+    if dt == F16:
+        return f"{RT}.f16r({code})"
+    if dt.kind in "iu":
+        return f"{np_name(dt)}({code})"
+    if dt.kind in "fc":
+        return f"{np_name(dt)}({code})"
+    return code
+
+
+def _signed(dt):
+    return np.dtype(f"i{dt.itemsize}")
+
+
+def _unsigned(dt):
+    return np.dtype(f"u{dt.itemsize}")
+
+
+_PY_OPS = {"add": "+", "sub": "-", "mul": "*", "and": "&", "or": "|", "xor": "^"}
+_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def op_code(op: str, args: list, arg_dtypes: list, dt: np.dtype) -> str:
+    """Code for IR op ``op`` on carrier codes ``args`` giving a carrier of dtype ``dt``."""
+    dt = np.dtype(dt)
+    a0 = np.dtype(arg_dtypes[0]) if arg_dtypes else None
+    if op in _CMP:
+        return f"({args[0]} {_CMP[op]} {args[1]})"
+    if op == "select":
+        return f"({args[1]} if {args[0]} else {args[2]})"
+    if op == "cast":
+        return cast_code(args[0], a0, dt)
+    if op == "bitcast":
+        return _bitcast_code(args[0], a0, dt)
+    if op in ("floordiv", "mod"):
+        return f"({args[0]} {'//' if op == 'floordiv' else '%'} {args[1]})"
+    if dt == np.int64 and a0 == np.int64 and op in ("add", "sub", "mul") and \
+            all(np.dtype(d) == np.int64 for d in arg_dtypes):
+        return f"({args[0]} {_PY_OPS[op]} {args[1]})"
+    if op in _PY_OPS:
+        if dt == np.bool_:
+            sym = {"add": "|", "mul": "&", "and": "&", "or": "|", "xor": "^"}.get(op)
+            if sym is None:
+                raise TypeError(f"codegen: {op} on bool")
+            return f"({args[0]} {sym} {args[1]})"
+        return _wrap(f"{args[0]} {_PY_OPS[op]} {args[1]}", dt)
+    if op == "div":
+        if dt.kind in "fc":
+            return _wrap(f"{args[0]} / {args[1]}", dt)
+        if dt.kind == "i":
+            return _wrap(f"{RT}.idiv_s(np.int64({args[0]}), np.int64({args[1]}))", dt)
+        return _wrap(f"{RT}.idiv_u(np.uint64({args[0]}), np.uint64({args[1]}))", dt)
+    if op == "rem":
+        if dt.kind == "f":
+            return _wrap(f"np.fmod({args[0]}, {args[1]})", dt)
+        if dt.kind == "i":
+            return _wrap(f"{RT}.irem_s(np.int64({args[0]}), np.int64({args[1]}))", dt)
+        if dt.kind == "u":
+            return _wrap(f"{RT}.irem_u(np.uint64({args[0]}), np.uint64({args[1]}))", dt)
+    if op == "pow":
+        if dt.kind in "fc":
+            return _wrap(f"np.power({args[0]}, {args[1]})", dt)
+        if dt.kind == "i":
+            return _wrap(f"{RT}.ipow_s(np.int64({args[0]}), np.int64({args[1]}))", dt)
+        return _wrap(f"{RT}.ipow_u(np.uint64({args[0]}), np.uint64({args[1]}))", dt)
+    if op in ("max", "min"):
+        if dt == np.bool_:
+            return f"({args[0]} {'|' if op == 'max' else '&'} {args[1]})"
+        if dt.kind == "f":
+            return f"{RT}.f{op}({args[0]}, {args[1]})"
+        cmp = ">=" if op == "max" else "<="
+        return f"({args[0]} if {args[0]} {cmp} {args[1]} else {args[1]})"
+    if op == "neg":
+        if dt.kind in "fc":
+            return f"(-{args[0]})"
+        if dt == np.uint64:
+            return f"(np.uint64(0) - {args[0]})"
+        return _wrap(f"-{args[0]}", dt)
+    if op == "abs":
+        if a0.kind == "c":
+            return _wrap(f"abs({args[0]})", dt)
+        if dt.kind == "f":
+            return f"abs({args[0]})"
+        return _wrap(f"abs(np.int64({args[0]}))", dt)
+    if op == "not":
+        if dt == np.bool_:
+            return f"(not {args[0]})"
+        return _wrap(f"~{args[0]}", dt)
+    if op in ("shl", "shr_a", "shr_l"):
+        bits = dt.itemsize * 8
+        y = f"np.int64({args[1]})"
+        if op == "shl":
+            x = f"np.int64({args[0]})" if dt.kind == "i" else f"np.uint64({args[0]})"
+        elif op == "shr_a":
+            x = f"np.int64({np_name(_signed(dt))}({args[0]}))"
+        else:
+            x = f"np.uint64({np_name(_unsigned(dt))}({args[0]}))"
+        return _wrap(f"{RT}.{op}({x}, {y}, {bits})", dt)
+    raise TypeError(f"codegen: no code for op {op!r} with dtype {dt}")
+
+
+def _bitcast_code(code, src, dst):
+    if src.itemsize != dst.itemsize:
+        raise TypeError(f"codegen: bitcast {src} -> {dst} changes the width")
+    if src == F16:
+        code, src = f"{RT}.f16_bits(np.float64({code}))", np.dtype(np.uint16)
+    if dst == F16:
+        bits = code if src == np.uint16 else f"{code}.view(np.uint16)"
+        return f"{RT}.f16_to_f32({bits})"
+    if src == np.bool_ or dst == np.bool_:
+        return cast_code(code, src, dst)
+    return f"{np_name(src)}({code}).view({np_name(dst)})"
+
+
+def call_code(fn: str, args: list, dt: np.dtype) -> str:
+    dt = np.dtype(dt)
+    inner = f"{fn}({', '.join(args)})"
+    if dt == np.bool_:
+        return f"bool({inner})"
+    if dt == F16:
+        return f"{RT}.f16r(np.float64({inner}))"
+    return f"{np_name(dt)}({inner})"
+
+
+# ------------------------------------ kernel source --------------------------------------
+
+class KernelSource:
+    """The generated module for one kernel: ``text`` (the full source), ``key`` (sha256 of
+    the text: the cache key), the argument names."""
+
+    def __init__(self, text: str, key: str, arg_names: tuple):
+        self.text = text
+        self.key = key
+        self.arg_names = arg_names
+
+
+_HELPER_HASH = None
+
+
+def helper_hash() -> str:
+    """A hash of the helper module's source: part of every kernel's text, so that a change
+    to a helper gives new cache entries (Numba's cache does not track callees)."""
+    global _HELPER_HASH
+    if _HELPER_HASH is None:
+        from numba_backend import scalar
+        src = inspect.getsource(scalar)
+        _HELPER_HASH = hashlib.sha256(src.encode()).hexdigest()[:16]
+    return _HELPER_HASH
+
+
+def generate(kernel: Kernel, flags: str = "") -> KernelSource:
+    """Python source for ``kernel`` (functions ``kernel`` and ``kernel_par``)."""
+    gen = _KernelGen(kernel)
+    body_serial = gen.function("kernel", parallel=False)
+    body_par = gen.function("kernel_par", parallel=True) if kernel.parallel_dim is not None \
+        else None
+    imports = sorted(gen.imports)
+    em = Emitter()
+    em.line("# Generated by tracer (numba_backend.codegen): one fused loop nest.")
+    em.line(f"# helpers {helper_hash()}{' ' + flags if flags else ''}")
+    em.line("import math")
+    em.line("import numpy as np")
+    em.line("from numba import prange")
+    em.line(f"import numba_backend.scalar as {RT}")
+    for mod, alias in imports:
+        em.line(f"import {mod} as {alias}")
+    text = em.text() + "\n\n" + body_serial
+    if body_par is not None:
+        text += "\n\n" + body_par
+    key = hashlib.sha256(text.encode()).hexdigest()
+    names = tuple(f"in{i}" for i in range(len(kernel.inputs))) + \
+        tuple(f"out{i}" for i in range(len(kernel.outputs))) + ("ip", "fp")
+    return KernelSource(text, key, names)
+
+
+class _KernelGen:
+    def __init__(self, k: Kernel):
+        self.k = k
+        self.imports: set = set()
+        order = k.loop_order()
+        self.order = order
+        self.pos = {d: p for p, d in enumerate(order)}      # dim -> loop position
+        self.n_kept = len(k.kept_dims)
+        self.n_loops = k.ndim
+        roots = [s.value for s in k.stores]
+        for r in k.reductions:
+            roots += list(r.init) + list(r.combine)
+        self.nodes = []
+        seen = set()
+        for r in roots:
+            for n in walk(r):
+                if n not in seen:
+                    seen.add(n)
+                    self.nodes.append(n)
+        uses: dict = {}
+        for n in self.nodes:
+            for c in children(n):
+                uses[c] = uses.get(c, 0) + 1
+        for r in roots:
+            uses[r] = uses.get(r, 0) + 1
+        self.uses = uses
+        # level: 0 = before all loops, L = inside loop at position L-1
+        self.level: dict = {}
+        for n in self.nodes:
+            if isinstance(n, LoopIndex):
+                lv = self.pos[n.dim] + 1
+            elif isinstance(n, AccRef):
+                lv = self.n_loops
+            else:
+                lv = max((self.level[c] for c in children(n)), default=0)
+            self.level[n] = lv
+
+    # -- naming --
+    def _fn_alias(self, fnref) -> str:
+        mod = fnref.module
+        if mod in ("numpy", "np"):
+            return f"np.{fnref.name}"
+        if mod == "math":
+            return f"math.{fnref.name}"
+        if mod == "numba_backend.scalar":
+            return f"{RT}.{fnref.name}"
+        alias = "m_" + mod.replace(".", "_")
+        self.imports.add((mod, alias))
+        return f"{alias}.{fnref.name}"
+
+    def function(self, fname: str, parallel: bool) -> str:
+        k = self.k
+        em = Emitter()
+        args = [f"in{i}" for i in range(len(k.inputs))] + \
+            [f"out{i}" for i in range(len(k.outputs))] + ["ip", "fp"]
+        names: dict = {}
+        counter = [0]
+        blocks: list = [[] for _ in range(self.n_loops + 1)]
+
+        def expr(n) -> str:
+            if n in names:
+                return names[n]
+            return inline(n)
+
+        def inline(n) -> str:
+            if isinstance(n, Const):
+                return str(int(n.value)) if n.dtype == np.int64 else const_code(n.value, n.dtype)
+            if isinstance(n, LoopIndex):
+                return f"i{n.dim}"
+            if isinstance(n, IParam):
+                return f"n{n.slot}" if n.slot < k.ndim else f"p{n.slot}"
+            if isinstance(n, FParam):
+                return f"f{n.slot}"
+            if isinstance(n, AccRef):
+                return f"acc{n.slot}"
+            if isinstance(n, Load):
+                inp = k.inputs[n.arg]
+                idx = ", ".join(expr(i) for i in n.index) if n.index else "()"
+                code = f"in{n.arg}[{idx}]"
+                if inp.dtype == F16:
+                    code = f"{RT}.f16_to_f32({code})"
+                return code
+            if isinstance(n, Op):
+                return op_code(n.op, [expr(a) for a in n.args], [a.dtype for a in n.args],
+                               n.dtype)
+            if isinstance(n, Call):
+                return call_code(self._fn_alias(n.fn), [expr(a) for a in n.args], n.dtype)
+            raise TypeError(f"codegen: unknown node {n!r}")
+
+        last_origin = [None] * (self.n_loops + 1)
+        for n in self.nodes:
+            if isinstance(n, (Const, LoopIndex, IParam, FParam, AccRef)):
+                continue
+            # index arithmetic used once stays inline
+            if self.uses.get(n, 0) <= 1 and n.dtype == np.int64 and isinstance(n, Op):
+                continue
+            lv = self.level[n]
+            code = inline(n)
+            name = f"t{counter[0]}"
+            counter[0] += 1
+            origin = getattr(n, "origin", "")
+            if origin and origin != last_origin[lv]:
+                blocks[lv].append(f"# {origin}")
+                last_origin[lv] = origin
+            blocks[lv].append(f"{name} = {code}")
+            names[n] = name
+
+        with em.block(f"def {fname}({', '.join(args)}):"):
+            for d in range(k.ndim):
+                em.line(f"n{d} = ip[{d}]")
+            for s in range(k.ndim, k.n_iparams):
+                label = k.param_labels[s] if s < len(k.param_labels) else ""
+                em.line(f"p{s} = ip[{s}]" + (f"  # {label}" if label else ""))
+            for j, dt in enumerate(k.fparam_dtypes):
+                em.line(f"f{j} = {np_name(carrier(dt))}(fp[{j}])")
+            self._emit_nest(em, blocks, expr, parallel)
+            em.line("return 0")
+        return em.text()
+
+    def _emit_nest(self, em, blocks, expr, parallel):
+        k = self.k
+        for line in blocks[0]:
+            em.line(line)
+        if k.reductions and self.n_kept == 0:
+            self._emit_acc_init(em, expr)
+        self._emit_loops(em, blocks, expr, 0, parallel)
+        if k.reductions and self.n_kept == 0:
+            self._emit_acc_final(em, expr)
+
+    def _emit_loops(self, em, blocks, expr, p, parallel):
+        k = self.k
+        if p == self.n_loops:
+            for s in k.stores:
+                em.line(f"out{s.out}[{self._full_index()}] = {self._store_code(s.out, expr(s.value), s.value.dtype)}")
+            if k.reductions:
+                self._emit_combine(em, expr)
+            return
+        d = self.order[p]
+        rng = "prange" if (parallel and p == 0 and d == k.parallel_dim) else "range"
+        with em.block(f"for i{d} in {rng}(n{d}):"):
+            for line in blocks[p + 1]:
+                em.line(line)
+            if k.reductions and p + 1 == self.n_kept:
+                self._emit_acc_init(em, expr)
+            self._emit_loops(em, blocks, expr, p + 1, parallel)
+            if k.reductions and p + 1 == self.n_kept:
+                self._emit_acc_final(em, expr)
+
+    def _full_index(self):
+        if self.k.ndim == 0:
+            return "()"
+        return ", ".join(f"i{d}" for d in range(self.k.ndim))
+
+    def _kept_index(self):
+        kept = self.k.kept_dims
+        if not kept:
+            return "()"
+        return ", ".join(f"i{d}" for d in kept)
+
+    def _store_code(self, out, code, src_dt):
+        odt = self.k.outputs[out].dtype
+        code = cast_code(code, src_dt, odt) if np.dtype(src_dt) != odt else code
+        if odt == F16:
+            return f"{RT}.f16_bits(np.float64({code}))"
+        return code
+
+    def _acc_names(self):
+        names = []
+        j = 0
+        for r in self.k.reductions:
+            names.append([f"acc{j + i}" for i in range(len(r.init))])
+            j += len(r.init)
+        return names
+
+    def _emit_acc_init(self, em, expr):
+        for r, names in zip(self.k.reductions, self._acc_names()):
+            if r.origin:
+                em.line(f"# {r.origin}")
+            for name, init, dt in zip(names, r.init, r.acc_dtypes):
+                em.line(f"{name} = {cast_code(expr(init), init.dtype, dt)}")
+
+    def _emit_combine(self, em, expr):
+        # new values first, then assign (the combine reads all old accumulators)
+        tmp = []
+        for r, names in zip(self.k.reductions, self._acc_names()):
+            for name, c, dt in zip(names, r.combine, r.acc_dtypes):
+                tmp.append((name, cast_code(expr(c), c.dtype, dt)))
+        if len(tmp) == 1 or all(len(r.combine) == 1 for r in self.k.reductions):
+            for name, code in tmp:
+                em.line(f"{name} = {code}")
+        else:
+            em.line(", ".join(n for n, _ in tmp) + " = " + ", ".join(c for _, c in tmp))
+
+    def _emit_acc_final(self, em, expr):
+        for r, names in zip(self.k.reductions, self._acc_names()):
+            for out, res in zip(r.outs, r.results):
+                em.line(f"out{out}[{self._kept_index()}] = "
+                        f"{self._store_code(out, names[res], r.acc_dtypes[res])}")
+

@@ -1,0 +1,307 @@
+"""Executables: run a lowered Program on NumPy arrays.
+
+``Executable(program)`` generates each kernel's source, looks it up in the kernel cache
+(``numba_backend.cache``) and runs the steps in order over a list of array slots:
+
+- kernels get their inputs as read-only C-contiguous arrays (float16 as uint16 bits) and
+  their outputs freshly allocated by NumPy (large buffers allocated inside njit code
+  page-fault heavily); the parallel variant runs when the iteration count reaches
+  ``config.parallel_threshold`` and Numba has more than one thread;
+- library calls and host steps call Python functions / NumPy impls on whole arrays;
+  their results are cast to the step's avals like eager evaluation does;
+- a slot is released after its last use.
+
+Tiers (``config.jit_compile``): "sync" compiles every kernel before the first run;
+"async" runs the optimized jaxpr through the NumPy impls (the eager reference) while a
+background thread compiles, then switches; "none" never compiles. With
+``config.debug_kernels`` the generated kernels run as plain Python.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from lowering.ir import HostStep, KernelStep, LibraryCall, Program
+from numba_backend import cache, codegen
+from tracer.config import config
+from tracer.core import new_base_main
+from tracer.jaxpr import Literal
+
+logger = logging.getLogger("tracer")
+STRICT = os.environ.get("TRACER_STRICT_LOWERING", "") not in ("", "0")
+
+_background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracer-compile")
+_F16 = np.dtype(np.float16)
+_U16 = np.dtype(np.uint16)
+
+
+def _flags() -> str:
+    import numba
+    return "boundscheck" if numba.config.BOUNDSCHECK else ""
+
+
+def _prep(a) -> np.ndarray:
+    """A read-only, C-contiguous array (a view when ``a`` already is contiguous)."""
+    a = np.asarray(a)
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+def _kernel_arg(a):
+    return a.view(_U16) if a.dtype == _F16 else a
+
+
+def _frozen(values, dtype):
+    arr = np.array(values, dtype=dtype)
+    arr.flags.writeable = False
+    return arr
+
+
+class Executable:
+    """A Program with its kernels, callable on a list of NumPy arrays."""
+
+    def __init__(self, program: Program, name: str = "jit"):
+        self.program = program
+        self.name = name
+        flags = _flags()
+        self.sources = []
+        self.handles = []
+        for k in program.kernels():
+            src = codegen.generate(k, flags)
+            self.sources.append(src)
+            self.handles.append(cache.get_kernel(src, k))
+        self._plan()
+        self.state = "ready" if not self.handles else "pending"
+        self._future = None
+        self._lock = threading.Lock()
+
+    # -- planning: slots, per-step closures --
+    def _plan(self):
+        p = self.program
+        slot = {}
+        for n in p.invars:
+            slot[n] = len(slot)
+        for n, _ in p.consts:
+            slot[n] = len(slot)
+        for s in p.steps:
+            for o in s.outs:
+                slot.setdefault(o, len(slot))
+        self.n_slots = len(slot)
+        self.in_slots = [slot[n] for n in p.invars]
+        self.const_values = [(slot[n], _prep(v)) for n, v in p.consts]
+        last_use: dict = {}
+        for i, s in enumerate(p.steps):
+            for x in s.ins:
+                if isinstance(x, str):
+                    last_use[slot[x]] = i
+        keep = {slot[o] for o in p.outvars if isinstance(o, str)} | \
+            {s for s, _ in self.const_values}
+        self.frees = [[] for _ in p.steps]
+        for sl, i in last_use.items():
+            if sl not in keep:
+                self.frees[i].append(sl)
+        self.out_refs = [("slot", slot[o]) if isinstance(o, str) else ("lit", o[1])
+                         for o in p.outvars]
+        self.slot = slot
+        self.kernel_params = {id(s): (_frozen(s.iparams, np.int64), _frozen(s.fparams, np.float64))
+                              for s in p.steps if isinstance(s, KernelStep)}
+
+    # -- tiers --
+    def ensure_compiled(self):
+        """Compile every kernel now (serial variants)."""
+        if self.state == "ready":
+            return
+        try:
+            for h in self.handles:
+                h.serial()
+            self.state = "ready"
+        except Exception as e:
+            self._failed(e)
+
+    def _failed(self, e):
+        if STRICT:
+            raise
+        self.state = "failed"
+        logger.warning("tracer: compiling %s failed (%s: %s); it runs through the NumPy "
+                       "impls. This is a bug in tracer's backend; please report it.",
+                       self.name, type(e).__name__, e)
+
+    def _compile_in_background(self):
+        with self._lock:
+            if self._future is None:
+                self._future = _background.submit(self._background_job)
+
+    def _background_job(self):
+        try:
+            for h in self.handles:
+                h.serial()
+            self.state = "ready"
+        except Exception as e:   # never raise in the background
+            self.state = "failed"
+            logger.warning("tracer: background compile of %s failed: %s", self.name, e)
+
+    def __call__(self, args):
+        if config.debug_kernels:
+            return self.run_compiled(args, debug=True)
+        if self.state == "ready":
+            return self.run_compiled(args)
+        mode = config.jit_compile
+        if mode == "sync" and self.state == "pending":
+            self.ensure_compiled()
+            if self.state == "ready":
+                return self.run_compiled(args)
+        elif mode == "async" and self.state == "pending":
+            self._compile_in_background()
+        return self.run_numpy(args)
+
+    def wait(self):
+        """Block until a background compile (if any) is done."""
+        f = self._future
+        if f is not None:
+            f.result()
+
+    # -- NumPy tier --
+    def run_numpy(self, args):
+        closed = self.program.jaxpr
+        return eval_numpy(closed.jaxpr, closed.consts, args)
+
+    # -- compiled tier --
+    def run_compiled(self, args, debug=False):
+        p = self.program
+        env = [None] * self.n_slots
+        for s, a in zip(self.in_slots, args):
+            env[s] = _prep(a)
+        for s, v in self.const_values:
+            env[s] = v
+        k = 0
+        threshold = config.parallel_threshold
+        for i, step in enumerate(p.steps):
+            if isinstance(step, KernelStep):
+                self._run_kernel(step, self.handles[k], env, debug, threshold)
+                k += 1
+            elif isinstance(step, LibraryCall):
+                vals = [env[self.slot[x]] for x in step.ins]
+                outs = step.fn(*vals, **dict(step.params))
+                self._store(step.outs, outs, env)
+            else:
+                self._run_host(step, env)
+            for s in self.frees[i]:
+                env[s] = None
+        return [env[r] if kind == "slot" else r for kind, r in self.out_refs]
+
+    def _run_kernel(self, step, handle, env, debug, threshold):
+        slot = self.slot
+        bufs = self.program.buffers
+        ins = [_kernel_arg(env[slot[x]]) for x in step.ins]
+        outs = []
+        for o in step.outs:
+            a = bufs[o]
+            outs.append(np.empty(a.shape, a.dtype))
+        ip, fp = self.kernel_params[id(step)]
+        kern = step.kernel
+        if debug:
+            fn = handle.py
+        else:
+            fn = handle.serial()
+            if kern.parallel_dim is not None and _parallel_ok():
+                work = 1
+                for n in step.iparams[:kern.ndim]:
+                    work *= n
+                if work >= threshold:
+                    fn = self._parallel_fn(handle, fn)
+        fn(*ins, *[_kernel_arg(o) for o in outs], ip, fp)
+        for o, a in zip(step.outs, outs):
+            a.flags.writeable = False
+            env[slot[o]] = a
+
+    def _parallel_fn(self, handle, serial):
+        if handle.ready_parallel():
+            return handle._par
+        if config.jit_compile == "async":
+            _background.submit(handle.parallel)
+            return serial
+        try:
+            return handle.parallel()
+        except Exception as e:
+            if STRICT:
+                raise
+            logger.warning("tracer: parallel kernel failed to compile (%s); serial loops "
+                           "are used", e)
+            handle._par = serial
+            return serial
+
+    def _store(self, names, outs, env):
+        bufs = self.program.buffers
+        for o, v in zip(names, outs):
+            a = bufs[o]
+            v = np.asarray(v)
+            if v.dtype != a.dtype:
+                v = v.astype(a.dtype)
+            if v.shape != tuple(a.shape):
+                raise AssertionError(f"a library call returned shape {v.shape}, expected "
+                                     f"{a.str_short()}")
+            env[self.slot[o]] = _prep(v)
+
+    def _run_host(self, step: HostStep, env):
+        vals = [env[self.slot[x]] if isinstance(x, str) else x[1] for x in step.ins]
+        prim = step.primitive
+        with new_base_main(), np.errstate(all="ignore"):
+            outs = prim.impl(*vals, **dict(step.params))
+        if not prim.multiple_results:
+            outs = [outs]
+        self._store(step.outs, outs, env)
+
+
+_par_ok = None
+
+
+def _parallel_ok() -> bool:
+    global _par_ok
+    if _par_ok is None:
+        import numba
+        _par_ok = numba.config.NUMBA_NUM_THREADS > 1
+    return _par_ok
+
+
+def eval_numpy(jaxpr, consts, args):
+    """Interpret ``jaxpr`` with the NumPy impls (the eager reference), results cast to the
+    equations' avals exactly as eager evaluation does."""
+    env: dict = {}
+    for v, c in zip(jaxpr.constvars, consts):
+        env[v] = np.asarray(c)
+    for v, a in zip(jaxpr.invars, args):
+        env[v] = a
+
+    def read(a):
+        return np.asarray(a.val) if isinstance(a, Literal) else env[a]
+
+    with new_base_main(), np.errstate(all="ignore"):
+        for eqn in jaxpr.eqns:
+            outs = eqn.primitive.impl(*[read(a) for a in eqn.invars], **eqn.params)
+            if not eqn.primitive.multiple_results:
+                outs = [outs]
+            for v, o in zip(eqn.outvars, outs):
+                aval = v.aval
+                o = np.asarray(o)
+                if hasattr(aval, "dtype") and o.dtype != aval.dtype:
+                    o = o.astype(aval.dtype)
+                env[v] = o
+    return [read(a) for a in jaxpr.outvars]
+
+
+def compile_program(program: Program, name: str = "jit") -> Executable:
+    t0 = time.perf_counter()
+    ex = Executable(program, name)
+    if config.log_compiles:
+        logger.warning("Lowered %s: %d kernels, %d steps in %.1f ms", name, len(ex.handles),
+                       len(program.steps), (time.perf_counter() - t0) * 1e3)
+    return ex

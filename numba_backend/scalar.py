@@ -1,0 +1,296 @@
+"""Scalar helpers called by generated kernels: the places where Numba's scalar semantics
+differ from the eager NumPy impls (lax/elementwise.py) and an explicit implementation
+gives the eager answer. Each is ``register_jitable``: callable from njit code (inlined by
+LLVM) and from plain Python (the ``debug_kernels`` mode).
+
+The generated code passes operands already widened to 64 bits where noted and casts the
+result back to the output dtype (integer casts wrap, as NumPy's do).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba.extending import register_jitable
+
+# ----------------------------------- float16 --------------------------------------------
+# Numba has no float16 on the CPU: float16 arrays are passed as uint16 bit patterns and
+# values are carried as float32 holding a float16-representable value.
+
+_TWO_M24 = 5.960464477539063e-08   # 2**-24, the smallest float16 subnormal
+
+
+@register_jitable
+def f16_to_f32(bits):
+    """float16 bit pattern (uint16) -> the exact float32 value."""
+    h = np.uint32(bits)
+    sign = (h & np.uint32(0x8000)) << np.uint32(16)
+    e = (h >> np.uint32(10)) & np.uint32(0x1F)
+    m = h & np.uint32(0x3FF)
+    if e == np.uint32(0x1F):
+        out = sign | np.uint32(0x7F800000) | (m << np.uint32(13))
+    elif e == np.uint32(0):
+        v = np.float32(np.float64(m) * _TWO_M24)
+        return -v if sign else v
+    else:
+        out = sign | ((e + np.uint32(112)) << np.uint32(23)) | (m << np.uint32(13))
+    return np.uint32(out).view(np.float32)
+
+
+@register_jitable
+def f16_bits(x):
+    """float64 -> the float16 bit pattern nearest to it (ties to even, overflow to inf,
+    NaN keeps its sign and top payload bits, as NumPy's npy_double_to_half)."""
+    b = np.float64(x).view(np.uint64)
+    sign = np.uint16((b >> np.uint64(48)) & np.uint64(0x8000))
+    e = (b >> np.uint64(52)) & np.uint64(0x7FF)
+    if e == np.uint64(0x7FF):
+        m = b & np.uint64(0xFFFFFFFFFFFFF)
+        if m == np.uint64(0):
+            return np.uint16(sign | np.uint16(0x7C00))
+        r = np.uint16(0x7C00) | np.uint16(m >> np.uint64(42))
+        if r == np.uint16(0x7C00):
+            r = np.uint16(0x7C01)
+        return np.uint16(sign | r)
+    ax = abs(np.float64(x))
+    if ax >= 65520.0:
+        return np.uint16(sign | np.uint16(0x7C00))
+    if ax < 6.103515625e-05:   # 2**-14: subnormal (or zero): a multiple of 2**-24
+        q = np.rint(ax * 16777216.0)
+        return np.uint16(sign | np.uint16(q))
+    mant, ex = math.frexp(ax)          # ax = mant * 2**ex, mant in [0.5, 1)
+    q = np.rint(mant * 2048.0)         # 11 significant bits
+    if q == 2048.0:
+        q = 1024.0
+        ex += 1
+    return np.uint16(sign | np.uint16(((ex + 14) << 10) | (np.int64(q) - 1024)))
+
+
+@register_jitable
+def f16r(x):
+    """Round a float (carried as float32/float64) to float16; returns the float32 value."""
+    return f16_to_f32(f16_bits(np.float64(x)))
+
+
+# ------------------------------------ integers -------------------------------------------
+
+@register_jitable
+def idiv_s(x, y):
+    """Signed division on int64 operands: truncates toward zero; x / 0 = -1;
+    INT_MIN / -1 = INT_MIN (after the caller's cast back to the narrow dtype)."""
+    if y == 0:
+        return np.int64(-1)
+    if y == -1:
+        return np.int64(0) - x          # wraps: -INT64_MIN == INT64_MIN
+    q = x // y
+    if q < 0 and q * y != x:
+        q += 1
+    return q
+
+
+@register_jitable
+def idiv_u(x, y):
+    """Unsigned division on uint64 operands; x / 0 = all ones."""
+    if y == np.uint64(0):
+        return np.uint64(0xFFFFFFFFFFFFFFFF)
+    return np.uint64(x // y)
+
+
+@register_jitable
+def irem_s(x, y):
+    """Signed remainder with the dividend's sign (C fmod); x % 0 = x; x % -1 = 0."""
+    if y == 0:
+        return x
+    if y == -1:
+        return np.int64(0)
+    r = x % y                            # Python-style: has the sign of y
+    if r != 0 and (r < 0) != (x < 0):
+        r -= y
+    return r
+
+
+@register_jitable
+def irem_u(x, y):
+    if y == np.uint64(0):
+        return x
+    return np.uint64(x % y)
+
+
+@register_jitable
+def ipow_s(x, y):
+    """x ** y on int64 with wrapping; negative y: 1 for x == 1, +-1 for x == -1, else 0."""
+    if y < 0:
+        if x == 1:
+            return np.int64(1)
+        if x == -1:
+            return np.int64(1) if y % 2 == 0 else np.int64(-1)
+        return np.int64(0)
+    acc = np.int64(1)
+    base = x
+    n = y
+    while n > 0:
+        if n & 1:
+            acc = acc * base
+        n >>= 1
+        base = base * base
+    return acc
+
+
+@register_jitable
+def ipow_u(x, y):
+    acc = np.uint64(1)
+    base = x
+    n = y
+    while n > np.uint64(0):
+        if n & np.uint64(1):
+            acc = acc * base
+        n >>= np.uint64(1)
+        base = base * base
+    return acc
+
+
+@register_jitable
+def shl(x, y, bits):
+    """x << y on 64-bit x; y (int64, negative = huge) >= bits gives 0."""
+    if y < 0 or y >= bits:
+        return x - x
+    return x << y
+
+
+@register_jitable
+def shr_a(x, y, bits):
+    """Arithmetic x >> y on sign-extended int64 x; y >= bits gives -1 or 0."""
+    if y < 0 or y >= bits:
+        return np.int64(-1) if x < 0 else np.int64(0)
+    return x >> y
+
+
+@register_jitable
+def shr_l(x, y, bits):
+    """Logical x >> y on zero-extended uint64 x; y >= bits gives 0."""
+    if y < 0 or y >= bits:
+        return np.uint64(0)
+    return x >> np.uint64(y)
+
+
+@register_jitable
+def popcount(x):
+    """Set bits of a zero-extended uint64."""
+    n = np.int64(0)
+    v = x
+    while v:
+        v &= v - np.uint64(1)
+        n += 1
+    return n
+
+
+@register_jitable
+def clz(x, bits):
+    """Leading zeros of a zero-extended uint64 within a ``bits``-wide integer."""
+    n = np.int64(bits)
+    v = x
+    while v:
+        v >>= np.uint64(1)
+        n -= 1
+    return n
+
+
+# ---------------------------------- conversions ------------------------------------------
+
+@register_jitable
+def f2i(x, lo_f, hi_f, lo, hi):
+    """float64 -> int64 as convert_element_type: truncate; NaN -> 0; saturate at
+    [lo, hi] (reached when trunc(x) <= lo_f or >= hi_f, the limits as float64)."""
+    t = np.trunc(x)
+    if t != t:
+        return np.int64(0)
+    if t <= lo_f:
+        return lo
+    if t >= hi_f:
+        return hi
+    return np.int64(t)
+
+
+@register_jitable
+def f2u64(x):
+    """float64 -> uint64 as convert_element_type (truncate, NaN -> 0, saturate)."""
+    t = np.trunc(x)
+    if t != t or t <= 0.0:
+        return np.uint64(0)
+    if t >= 18446744073709551615.0:
+        return np.uint64(0xFFFFFFFFFFFFFFFF)
+    return np.uint64(t)
+
+
+@register_jitable
+def real(x):
+    return x.real
+
+
+@register_jitable
+def imag(x):
+    return x.imag
+
+
+@register_jitable
+def conj(x):
+    return x.conjugate()
+
+
+@register_jitable
+def make_complex(re, im):
+    return complex(re, im)
+
+
+# ----------------------------------- floating --------------------------------------------
+
+@register_jitable
+def fmax(a, b):
+    """np.maximum: NaN if either is NaN."""
+    return a if (a >= b or a != a) else b
+
+
+@register_jitable
+def fmin(a, b):
+    """np.minimum: NaN if either is NaN."""
+    return a if (a <= b or a != a) else b
+
+
+@register_jitable
+def round_away(x):
+    """Round half away from zero, exactly as lax.round's impl (x - trunc(x) is exact)."""
+    t = np.trunc(x)
+    if abs(x - t) >= 0.5:
+        return t + np.sign(x)
+    return t
+
+
+@register_jitable
+def sign_f(x):
+    """np.sign for floats: -1, 0 or 1; NaN stays NaN."""
+    if x > 0:
+        return x - x + 1
+    if x < 0:
+        return x - x - 1
+    if x == 0:
+        return x - x
+    return x
+
+
+@register_jitable
+def total_key_32(x):
+    """float32 -> int32 whose order is IEEE totalOrder."""
+    i = np.float32(x).view(np.int32)
+    return i ^ np.int32(0x7FFFFFFF) if i < 0 else i
+
+
+@register_jitable
+def total_key_64(x):
+    i = np.float64(x).view(np.int64)
+    return i ^ np.int64(0x7FFFFFFFFFFFFFFF) if i < 0 else i
+
+
+@register_jitable
+def total_key_16(x):
+    i = np.int16(f16_bits(np.float64(x)).view(np.int16))
+    return np.int16(i ^ np.int16(0x7FFF)) if i < 0 else i
