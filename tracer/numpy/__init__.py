@@ -37,6 +37,41 @@ from tracer.numpy.manipulation import (atleast_1d, atleast_2d, atleast_3d, broad
                                        swapaxes, tensordot, tile, transpose, vdot, vecdot,
                                        vstack, where)
 from tracer.numpy.vectorize import vectorize
+from tracer.numpy.ufuncs import (acos, acosh, angle, arccos, arccosh, arcsin, arcsinh,
+                                 arctan, arctanh, asin, asinh, atan, atanh, bitwise_count,
+                                 copysign, cosh, deg2rad, degrees, fmax, fmin, frexp, gcd,
+                                 heaviside, hypot, i0, iscomplex, isclose, isreal, isrealobj,
+                                 lcm, ldexp, logaddexp, logaddexp2, modf, nan_to_num,
+                                 nextafter, rad2deg, radians, signbit, sinc, sinh, spacing)
+from tracer.numpy.reductions import (allclose, array_equal, array_equiv, average, corrcoef,
+                                     cov, cumprod, cumsum, cumulative_prod, cumulative_sum,
+                                     nanargmax, nanargmin, nancumprod, nancumsum, nanmax,
+                                     nanmean, nanmin, nanprod, nanstd, nansum, nanvar)
+from tracer.numpy.manipulation import (append, apply_along_axis, apply_over_axes,
+                                       array_split, astype, block, copy, cross, delete, diag,
+                                       diagflat, diff, dsplit, ediff1d, fill_diagonal, hsplit,
+                                       insert, kron, matvec, pad, piecewise, resize, roll,
+                                       rollaxis, rot90, split, trace, tril, triu, trim_zeros,
+                                       unstack, vecmat, vsplit)
+from tracer.numpy.creation import (bartlett, blackman, diag_indices, diag_indices_from,
+                                   from_dlpack, frombuffer, fromfile, fromfunction, fromiter,
+                                   fromstring, geomspace, hamming, hanning, indices, ix_,
+                                   kaiser, load, logspace, mask_indices, meshgrid, save,
+                                   savez, tri, tril_indices, tril_indices_from, triu_indices,
+                                   triu_indices_from, vander)
+from tracer.numpy.sorting import (argpartition, argsort, bincount, digitize, histogram,
+                                  histogram2d, histogram_bin_edges, histogramdd, intersect1d,
+                                  isin, lexsort, median, nanmedian, nanpercentile,
+                                  nanquantile, partition, percentile, quantile, searchsorted,
+                                  setdiff1d, setxor1d, sort, sort_complex, union1d, unique,
+                                  unique_all, unique_counts, unique_inverse, unique_values)
+from tracer.numpy.einsum import einsum, einsum_path
+from tracer.numpy.polynomial import (convolve, correlate, poly, polyadd, polyder, polydiv,
+                                     polyfit, polyint, polymul, polysub, polyval, roots)
+from tracer.numpy.misc import (array_repr, array_str, frompyfunc, get_printoptions, gradient,
+                               interp, isdtype, iterable, packbits, printoptions,
+                               ravel_multi_index, set_printoptions, trapezoid, ufunc,
+                               unpackbits, unravel_index, unwrap)
 from tracer.numpy.indexing_funcs import (argwhere, choose, compress, extract, flatnonzero,
                                          nonzero, place, put, put_along_axis, select, take,
                                          take_along_axis)
@@ -93,3 +128,4 @@ def iscomplexobj(x):
 
 def can_cast(from_, to, casting="safe"):
     return _np.can_cast(from_, to, casting)
+from tracer.numpy import fft, linalg  # noqa: E402

@@ -422,3 +422,891 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
     if not pieces:
         return lax.slice_in_dim(a, 0, 0, 1, ax)
     return concatenate(pieces, ax)
+
+
+# ================================ more shape functions ===================================
+
+def _static_int(v, fname, what):
+    from tracer.core import concrete_or_error
+    return operator.index(concrete_or_error(lambda x: np.asarray(x).item() if
+                                            np.ndim(x) == 0 else x, v,
+                                            f"in {fname}'s {what} (it must be static)"))
+
+
+def _static_array(v, fname, what):
+    from tracer.core import concrete_or_error
+    return concrete_or_error(np.asarray, v, f"in {fname}'s {what}: it must be static (a "
+                                            f"Python value or a concrete array) because it "
+                                            f"determines the output shape")
+
+
+def copy(a, order=None):
+    """A copy of ``a`` (``numpy.copy``); Arrays are immutable, so this only matters for
+    NumPy input."""
+    a = as_operand(a, "copy")
+    from tracer.core import Array
+    if isinstance(a, Array):
+        return Array(a._value.copy(), a.weak_type)
+    return a
+
+
+def astype(x, dtype, /, *, copy=False, device=None):
+    """``x`` converted to ``dtype`` (Array API ``astype``; complex to real keeps the real
+    part, float to int truncates)."""
+    x = as_operand(x, "astype")
+    return lax.convert_element_type(x, dtypes.canonicalize_dtype(dtype))
+
+
+def append(arr, values, axis=None):
+    """``numpy.append``: ``values`` after ``arr`` (both flattened if ``axis`` is None)."""
+    if axis is None:
+        return concatenate([ravel(arr), ravel(values)], 0)
+    return concatenate([arr, values], axis)
+
+
+def _split_points(n, indices_or_sections, fname, exact):
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise ValueError(f"{fname}: number of sections must be larger than 0, got {k}")
+        if exact and n % k:
+            raise ValueError(f"{fname}: array split does not result in an equal division "
+                             f"({n} into {k} sections); use array_split")
+        q, r = divmod(n, k)
+        sizes = [q + 1] * r + [q] * (k - r)
+        return list(np.cumsum([0] + sizes))
+    idx = [int(i) for i in _static_array(indices_or_sections, fname, "indices")]
+    pts = [0]
+    for i in idx:
+        i = i + n if i < 0 else i
+        pts.append(builtins.min(builtins.max(i, 0), n))
+    pts.append(n)
+    return pts
+
+
+def _split(ary, indices_or_sections, axis, fname, exact):
+    ary = as_operand(ary, fname)
+    (axis,) = canonicalize_axis_tuple(axis, _aval(ary).ndim, fname)
+    n = _aval(ary).shape[axis]
+    pts = _split_points(n, indices_or_sections, fname, exact)
+    out = []
+    for s, e in zip(pts[:-1], pts[1:]):
+        e = builtins.max(e, s)
+        out.append(lax.slice_in_dim(ary, s, e, 1, axis))
+    return out
+
+
+def split(ary, indices_or_sections, axis=0):
+    """``numpy.split``: equal sections (ValueError otherwise) or split points."""
+    return _split(ary, indices_or_sections, axis, "split", True)
+
+
+def array_split(ary, indices_or_sections, axis=0):
+    """``numpy.array_split``: like ``split`` but sections may differ by one."""
+    return _split(ary, indices_or_sections, axis, "array_split", False)
+
+
+def hsplit(ary, indices_or_sections):
+    """``numpy.hsplit``: split along axis 1 (axis 0 for 1-D)."""
+    ary = as_operand(ary)
+    if _aval(ary).ndim == 0:
+        raise ValueError("hsplit only works on arrays of 1 or more dimensions")
+    return split(ary, indices_or_sections, 1 if _aval(ary).ndim > 1 else 0)
+
+
+def vsplit(ary, indices_or_sections):
+    """``numpy.vsplit``: split along axis 0 (arrays of 2 or more dimensions)."""
+    ary = as_operand(ary)
+    if _aval(ary).ndim < 2:
+        raise ValueError("vsplit only works on arrays of 2 or more dimensions")
+    return split(ary, indices_or_sections, 0)
+
+
+def dsplit(ary, indices_or_sections):
+    """``numpy.dsplit``: split along axis 2 (arrays of 3 or more dimensions)."""
+    ary = as_operand(ary)
+    if _aval(ary).ndim < 3:
+        raise ValueError("dsplit only works on arrays of 3 or more dimensions")
+    return split(ary, indices_or_sections, 2)
+
+
+def unstack(x, /, *, axis=0):
+    """Array API ``unstack``: the slices of ``x`` along ``axis``, as a tuple."""
+    x = as_operand(x, "unstack")
+    if _aval(x).ndim == 0:
+        raise ValueError("unstack requires an array of rank >= 1")
+    (axis,) = canonicalize_axis_tuple(axis, _aval(x).ndim, "unstack")
+    return tuple(lax.index_in_dim(x, i, axis, keepdims=False)
+                 for i in range(_aval(x).shape[axis]))
+
+
+def block(arrays):
+    """``numpy.block``: assemble an array from nested lists of blocks (the innermost
+    lists concatenate along the last axis)."""
+    def depth(a):
+        return 1 + depth(a[0]) if isinstance(a, list) and a else (1 if isinstance(a, list)
+                                                                  else 0)
+
+    def max_ndim(a):
+        if isinstance(a, list):
+            return builtins.max((max_ndim(b) for b in a), default=0)
+        return _aval(as_operand(a)).ndim
+
+    if isinstance(arrays, tuple):
+        raise TypeError("block: arrays is a tuple; only lists can be used to arrange blocks")
+    d = depth(arrays)
+    nd = builtins.max(max_ndim(arrays), d)
+
+    def rec(a, level):
+        if isinstance(a, tuple):
+            raise TypeError("block: tuples cannot be used to arrange blocks; use lists")
+        if isinstance(a, list):
+            if not a:
+                raise ValueError("block: lists cannot be empty")
+            parts = [rec(b, level + 1) for b in a]
+            return concatenate(parts, axis=nd - d + level)
+        x = as_operand(a)
+        return lax.reshape(x, (1,) * (nd - _aval(x).ndim) + _aval(x).shape)
+
+    return rec(arrays, 0) if isinstance(arrays, list) else as_operand(arrays)
+
+
+def _take_static(a, idx, axis):
+    """``a`` indexed by a static list of in-range integers along ``axis``: runs of
+    consecutive indices become slices, joined by one concatenate."""
+    pieces = []
+    start = prev = None
+    for i in idx:
+        if start is None:
+            start = prev = i
+        elif i == prev + 1:
+            prev = i
+        else:
+            pieces.append((start, prev + 1))
+            start = prev = i
+    if start is not None:
+        pieces.append((start, prev + 1))
+    if not pieces:
+        return lax.slice_in_dim(a, 0, 0, 1, axis)
+    parts = [lax.slice_in_dim(a, s, e, 1, axis) for s, e in pieces]
+    return parts[0] if len(parts) == 1 else lax.concatenate(parts, axis)
+
+
+def delete(arr, obj, axis=None, *, assume_unique_indices=False):
+    """``numpy.delete``: drop the entries ``obj`` (int, slice, static int sequence or
+    boolean mask) along ``axis`` (flattened if None)."""
+    arr = as_operand(arr, "delete")
+    if axis is None:
+        arr = ravel(arr)
+        axis = 0
+    (axis,) = canonicalize_axis_tuple(axis, _aval(arr).ndim, "delete")
+    n = _aval(arr).shape[axis]
+    if isinstance(obj, slice):
+        drop = set(range(n)[obj])
+    else:
+        o = _static_array(obj, "delete", "obj")
+        if o.dtype == np.bool_:
+            if o.shape != (n,):
+                raise ValueError(f"delete: boolean array argument obj to delete must be "
+                                 f"one dimensional and match the axis length of {n}")
+            drop = set(np.nonzero(o)[0].tolist())
+        else:
+            if o.dtype.kind not in "iu":
+                raise IndexError("delete: arrays used as indices must be of integer (or "
+                                 "boolean) type")
+            o = o.ravel()
+            if np.any((o < -n) | (o >= n)):
+                raise IndexError(f"delete: index out of bounds for axis {axis} with size {n}")
+            drop = set((o % n).tolist()) if n else set()
+    return _take_static(arr, [i for i in range(n) if i not in drop], axis)
+
+
+def insert(arr, obj, values, axis=None):
+    """``numpy.insert``: ``values`` inserted before the indices ``obj`` (static) along
+    ``axis`` (flattened if None)."""
+    arr = as_operand(arr, "insert")
+    if axis is None:
+        arr = ravel(arr)
+        axis = 0
+    (axis,) = canonicalize_axis_tuple(axis, _aval(arr).ndim, "insert")
+    shape = _aval(arr).shape
+    n = shape[axis]
+    values = as_operand(values)
+    (values,) = [lax.convert_element_type(values, _aval(arr).dtype)]
+    if isinstance(obj, slice):
+        idx = np.arange(*obj.indices(n))
+        scalar = False
+    else:
+        o = _static_array(obj, "insert", "obj")
+        if o.dtype == np.bool_:
+            raise IndexError("insert: boolean obj is not supported; use integer indices")
+        scalar = o.ndim == 0
+        idx = o.ravel().astype(np.int64)
+    if np.any((idx < -n) | (idx > n)):
+        raise IndexError(f"insert: index out of bounds for axis {axis} with size {n}")
+    idx = np.where(idx < 0, idx + n, idx)
+    if scalar:
+        # As NumPy: values get at least arr's rank (leading ones), then their first axis
+        # goes along ``axis`` and all of it is inserted before the index.
+        v = values
+        if _aval(v).ndim < len(shape):
+            v = lax.reshape(v, (1,) * (len(shape) - _aval(v).ndim) + _aval(v).shape)
+        v = moveaxis(v, 0, axis)
+        vshape = list(shape)
+        vshape[axis] = _aval(v).shape[axis]
+        v = broadcast_to(v, tuple(vshape))
+        k = int(idx[0])
+        return concatenate([lax.slice_in_dim(arr, 0, k, 1, axis), v,
+                            lax.slice_in_dim(arr, k, n, 1, axis)], axis)
+    m = len(idx)
+    vshape = list(shape)
+    vshape[axis] = m
+    v = values
+    if _aval(v).ndim == 1 and len(shape) > 1 and _aval(v).shape[0] == m:
+        v = lax.broadcast_in_dim(v, tuple(vshape), (axis,))
+    v = broadcast_to(v, tuple(vshape))
+    order = np.argsort(idx, kind="stable")
+    sorted_idx = idx[order]
+    pieces = []
+    prev = 0
+    for j, (pos, src) in enumerate(zip(sorted_idx, order)):
+        if pos > prev:
+            pieces.append(lax.slice_in_dim(arr, prev, int(pos), 1, axis))
+            prev = int(pos)
+        pieces.append(lax.slice_in_dim(v, int(src), int(src) + 1, 1, axis))
+    if prev < n:
+        pieces.append(lax.slice_in_dim(arr, prev, n, 1, axis))
+    if not pieces:
+        return arr
+    return lax.concatenate(pieces, axis)
+
+
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+    """``numpy.diff``: the ``n``-th discrete difference along ``axis`` (bool input gives
+    ``!=``)."""
+    from tracer.numpy.ufuncs import not_equal, subtract
+    a = as_operand(a, "diff")
+    nd = _aval(a).ndim
+    if nd == 0:
+        raise ValueError("diff requires input that is at least one dimensional")
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"diff: order must be non-negative but got {n}")
+    (axis,) = canonicalize_axis_tuple(axis, nd, "diff")
+    parts = []
+    for extra, name in ((prepend, "prepend"), (None, None), (append, "append")):
+        if name is None:
+            parts.append(a)
+        elif extra is not None:
+            e = as_operand(extra)
+            if _aval(e).ndim == 0:
+                shape = list(_aval(a).shape)
+                shape[axis] = 1
+                e = broadcast_to_shape(e, tuple(shape))
+            parts.append(e)
+    if len(parts) > 1:
+        a = concatenate(parts, axis)
+    for _ in range(n):
+        m = _aval(a).shape[axis]
+        hi = lax.slice_in_dim(a, 1, m, 1, axis)
+        lo = lax.slice_in_dim(a, 0, builtins.max(m - 1, 0), 1, axis)
+        a = not_equal(hi, lo) if _aval(a).dtype == np.bool_ else subtract(hi, lo)
+    return a
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+    """``numpy.ediff1d``: differences of the flattened array, with optional values
+    before and after."""
+    a = ravel(as_operand(ary))
+    d = diff(a)
+    parts = []
+    if to_begin is not None:
+        parts.append(lax.convert_element_type(ravel(as_operand(to_begin)), _aval(d).dtype))
+    parts.append(d)
+    if to_end is not None:
+        parts.append(lax.convert_element_type(ravel(as_operand(to_end)), _aval(d).dtype))
+    return lax.concatenate(parts, 0) if len(parts) > 1 else d
+
+
+def roll(a, shift, axis=None):
+    """``numpy.roll``: elements shifted along ``axis`` (flattened if None) with wrap
+    around. ``shift`` must be static (or lax.dynamic_slice must exist)."""
+    a = as_operand(a, "roll")
+    if axis is None:
+        return reshape(roll(ravel(a), shift, 0), _aval(a).shape)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    shifts = np.asarray(_static_array(shift, "roll", "shift")).ravel().tolist()
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
+    elif len(axes) == 1:
+        axes = axes * len(shifts)
+    if len(shifts) != len(axes):
+        raise ValueError(f"roll: shift {shift} and axis {axis} must have the same length")
+    for s, ax in zip(shifts, axes):
+        (ax,) = canonicalize_axis_tuple(ax, _aval(a).ndim, "roll")
+        n = _aval(a).shape[ax]
+        if n == 0:
+            continue
+        s = int(s) % n
+        if s:
+            a = lax.concatenate([lax.slice_in_dim(a, n - s, n, 1, ax),
+                                 lax.slice_in_dim(a, 0, n - s, 1, ax)], ax)
+    return a
+
+
+def rollaxis(a, axis, start=0):
+    """``numpy.rollaxis``: move ``axis`` to before position ``start``."""
+    a = as_operand(a, "rollaxis")
+    nd = _aval(a).ndim
+    (axis,) = canonicalize_axis_tuple(axis, nd, "rollaxis")
+    start = operator.index(start)
+    if not -nd <= start <= nd:
+        raise np.exceptions.AxisError(f"rollaxis: start {start} out of range for rank {nd}")
+    if start < 0:
+        start += nd
+    if axis < start:
+        start -= 1
+    return moveaxis(a, axis, start)
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    """``numpy.rot90``: rotate by 90 degrees ``k`` times in the plane ``axes``."""
+    m = as_operand(m, "rot90")
+    nd = _aval(m).ndim
+    if len(axes) != 2:
+        raise ValueError("rot90: len(axes) must be 2")
+    a0, a1 = canonicalize_axis_tuple(tuple(axes), nd, "rot90")
+    k = operator.index(k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return lax.rev(m, (a0, a1))
+    perm = list(range(nd))
+    perm[a0], perm[a1] = perm[a1], perm[a0]
+    if k == 1:
+        return lax.transpose(lax.rev(m, (a1,)), tuple(perm))
+    return lax.rev(lax.transpose(m, tuple(perm)), (a1,))
+
+
+def resize(a, new_shape):
+    """``numpy.resize``: the flattened data repeated (or cut) to fill ``new_shape``."""
+    a = ravel(as_operand(a, "resize"))
+    new_shape = (operator.index(new_shape),) if isinstance(new_shape, (int, np.integer)) \
+        else tuple(operator.index(s) for s in new_shape)
+    if builtins.any(s < 0 for s in new_shape):
+        raise ValueError("resize: all elements of new_shape must be non-negative")
+    size = int(np.prod(new_shape, dtype=np.int64))
+    n = _aval(a).size
+    if n == 0 or size == 0:
+        return lax.full(new_shape, 0, _aval(a).dtype)
+    reps = -(-size // n)
+    flat = lax.tile(a, (reps,)) if reps > 1 else a
+    return lax.reshape(lax.slice_in_dim(flat, 0, size, 1, 0), new_shape)
+
+
+def trim_zeros(filt, trim="fb", axis=None):
+    """``numpy.trim_zeros`` of a 1-D array. The output length depends on the data, so
+    ``filt`` must be concrete (ConcretizationTypeError under jit)."""
+    filt = as_operand(filt, "trim_zeros")
+    v = _static_array(filt, "trim_zeros", "filt")
+    if v.ndim != 1:
+        raise ValueError(f"trim_zeros: expected a 1-D array, got shape {v.shape}")
+    nz = np.flatnonzero(v)
+    trim = trim.lower()
+    if nz.size == 0:
+        return lax.slice_in_dim(filt, 0, 0, 1, 0)
+    start = int(nz[0]) if "f" in trim else 0
+    stop = int(nz[-1]) + 1 if "b" in trim else v.shape[0]
+    return lax.slice_in_dim(filt, start, stop, 1, 0)
+
+
+# ============================== diagonals and triangles ==================================
+
+def _diag_from_last_two(a, offset):
+    """The diagonal ``offset`` of the last two axes, by a strided slice of their
+    flattening (no gather)."""
+    shape = _aval(a).shape
+    n, m = shape[-2], shape[-1]
+    lead = shape[:-2]
+    if offset >= 0:
+        length = builtins.max(0, builtins.min(n, m - offset))
+        start = offset
+    else:
+        length = builtins.max(0, builtins.min(n + offset, m))
+        start = -offset * m
+    flat = lax.reshape(a, lead + (n * m,))
+    if length == 0:
+        return lax.full(lead + (0,), 0, _aval(a).dtype)
+    nd = len(lead)
+    end = start + (length - 1) * (m + 1) + 1
+    return lax.slice(flat, (0,) * nd + (start,), lead + (end,), (1,) * nd + (m + 1,))
+
+
+def _diagonal(a, offset=0, axis1=0, axis2=1):
+    a = as_operand(a)
+    nd = _aval(a).ndim
+    if nd < 2:
+        raise ValueError(f"diagonal requires an array of at least two dimensions, got shape "
+                         f"{_aval(a).shape}")
+    i, j = canonicalize_axis_tuple((axis1, axis2), nd, "diagonal")
+    rest = [k for k in range(nd) if k not in (i, j)]
+    return _diag_from_last_two(lax.transpose(a, tuple(rest) + (i, j)), operator.index(offset))
+
+
+def _place_diagonal(v, n, m, offset):
+    """An (n, m) matrix with the 1-D ``v`` on diagonal ``offset`` and zeros elsewhere: an
+    interior pad puts consecutive entries m + 1 apart in the flattening."""
+    length = _aval(v).shape[0]
+    start = offset if offset >= 0 else -offset * m
+    if length == 0 or n * m == 0:
+        return lax.full((n, m), 0, _aval(v).dtype)
+    last = start + (length - 1) * (m + 1)
+    flat = lax.pad(v, lax.full((), 0, _aval(v).dtype), [(start, n * m - last - 1, m)])
+    return lax.reshape(flat, (n, m))
+
+
+def diag(v, k=0):
+    """``numpy.diag``: the k-th diagonal of a 2-D array, or a 2-D array with the 1-D
+    ``v`` on its k-th diagonal."""
+    v = as_operand(v, "diag")
+    k = operator.index(k)
+    nd = _aval(v).ndim
+    if nd == 1:
+        n = _aval(v).shape[0] + builtins.abs(k)
+        return _place_diagonal(v, n, n, k)
+    if nd == 2:
+        return _diag_from_last_two(v, k)
+    raise ValueError(f"diag: input must be 1-D or 2-D, got shape {_aval(v).shape}")
+
+
+def diagflat(v, k=0):
+    """``numpy.diagflat``: the flattened ``v`` on the k-th diagonal of a 2-D array."""
+    return diag(ravel(as_operand(v, "diagflat")), k)
+
+
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """``numpy.trace``: the sum along a diagonal."""
+    from tracer.numpy.reductions import sum as _sum
+    if out is not None:
+        raise NotImplementedError("trace: the out argument is not supported")
+    return _sum(_diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+def fill_diagonal(a, val, wrap=False, *, inplace=True):
+    """``numpy.fill_diagonal`` as a function (Arrays are immutable, so pass
+    ``inplace=False``, as in JAX): ``a`` with its main diagonal set to ``val`` (repeated
+    cyclically); ``wrap`` continues the diagonal of tall 2-D matrices."""
+    if inplace:
+        raise NotImplementedError("fill_diagonal: Arrays are immutable; call "
+                                  "fill_diagonal(a, val, inplace=False) and use the result")
+    a = as_operand(a, "fill_diagonal")
+    shape = _aval(a).shape
+    nd = len(shape)
+    if nd < 2:
+        raise ValueError("fill_diagonal: array must be at least 2-d")
+    if nd > 2 and builtins.any(s != shape[0] for s in shape):
+        raise ValueError(f"fill_diagonal: all dimensions of input must be of equal length, "
+                         f"got shape {shape}")
+    total = int(np.prod(shape, dtype=np.int64))
+    if nd == 2:
+        n, m = shape
+        step = m + 1
+        count = builtins.min(n, m) if not wrap else -(-total // step)
+    else:
+        step = int(np.sum(np.cumprod((1,) + shape[:0:-1])))
+        count = shape[0]
+    if total == 0 or count == 0:
+        return a
+    v = lax.convert_element_type(ravel(as_operand(val)), _aval(a).dtype)
+    nv = _aval(v).shape[0]
+    if nv == 0:
+        return a
+    reps = -(-count // nv)
+    vals = lax.slice_in_dim(lax.tile(v, (reps,)) if reps > 1 else v, 0, count, 1, 0)
+    last = (count - 1) * step
+    placed = lax.pad(vals, lax.full((), 0, _aval(a).dtype), [(0, total - last - 1, step - 1)])
+    iota = lax.iota(np.int64 if total > 2 ** 31 - 1 else np.int32, total)
+    idx_dt = _aval(iota).dtype
+    on_diag = lax.bitwise_and(
+        lax.eq(lax.rem(iota, lax.full((), step, idx_dt)), lax.full((), 0, idx_dt)),
+        lax.le(iota, lax.full((), last, idx_dt)))
+    return lax.reshape(lax.select(on_diag, placed, ravel(a)), shape)
+
+
+def _tri_mask(n, m, k, lower):
+    r = lax.broadcasted_iota(np.int64, (n, m), 0)
+    c = lax.broadcasted_iota(np.int64, (n, m), 1)
+    d = lax.sub(c, r)
+    kk = lax.full((), k, np.int64)
+    return lax.le(d, kk) if lower else lax.ge(d, kk)
+
+
+def tril(m, k=0):
+    """``numpy.tril``: zeros above diagonal ``k`` of the last two axes."""
+    m = as_operand(m, "tril")
+    shape = _aval(m).shape
+    if len(shape) < 2:
+        raise ValueError(f"tril: input must be at least 2-D, got shape {shape}")
+    mask = lax.broadcast_in_dim(_tri_mask(shape[-2], shape[-1], operator.index(k), True),
+                                shape, (len(shape) - 2, len(shape) - 1))
+    return lax.select(mask, m, lax.full_like(m, 0))
+
+
+def triu(m, k=0):
+    """``numpy.triu``: zeros below diagonal ``k`` of the last two axes."""
+    m = as_operand(m, "triu")
+    shape = _aval(m).shape
+    if len(shape) < 2:
+        raise ValueError(f"triu: input must be at least 2-D, got shape {shape}")
+    mask = lax.broadcast_in_dim(_tri_mask(shape[-2], shape[-1], operator.index(k), False),
+                                shape, (len(shape) - 2, len(shape) - 1))
+    return lax.select(mask, m, lax.full_like(m, 0))
+
+
+# =================================== products ============================================
+
+def kron(a, b):
+    """``numpy.kron``: the Kronecker product (ranks aligned by leading ones)."""
+    from tracer.numpy.ufuncs import multiply
+    a, b = promote_dtypes(a, b)
+    na, nb = _aval(a).ndim, _aval(b).ndim
+    nd = builtins.max(na, nb)
+    a = lax.reshape(a, (1,) * (nd - na) + _aval(a).shape)
+    b = lax.reshape(b, (1,) * (nd - nb) + _aval(b).shape)
+    sa, sb = _aval(a).shape, _aval(b).shape
+    ea = lax.reshape(a, tuple(x for s in sa for x in (s, 1)))
+    eb = lax.reshape(b, tuple(x for s in sb for x in (1, s)))
+    out = multiply(ea, eb)
+    return lax.reshape(out, tuple(x * y for x, y in zip(sa, sb)))
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """``numpy.cross``: the cross product of 2- or 3-vectors along the given axes (2-vectors
+    get a zero third component; two 2-vectors give the scalar z component)."""
+    from tracer.numpy.ufuncs import multiply, subtract
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = promote_dtypes(a, b)
+    a = moveaxis(a, axisa, -1)
+    b = moveaxis(b, axisb, -1)
+    na, nb = _aval(a).shape[-1], _aval(b).shape[-1]
+    if na not in (2, 3) or nb not in (2, 3):
+        raise ValueError(f"cross: incompatible dimensions for cross product (dimension must "
+                         f"be 2 or 3), got {na} and {nb}")
+
+    def comp(x, i):
+        return lax.index_in_dim(x, i, -1 % _aval(x).ndim, keepdims=False)
+
+    a0, a1 = comp(a, 0), comp(a, 1)
+    b0, b1 = comp(b, 0), comp(b, 1)
+    z = subtract(multiply(a0, b1), multiply(a1, b0))
+    if na == 2 and nb == 2:
+        return z
+    a2 = comp(a, 2) if na == 3 else None
+    b2 = comp(b, 2) if nb == 3 else None
+    if a2 is None:
+        x = multiply(a1, b2)
+        y = subtract(lax.full_like(x, 0), multiply(a0, b2))
+    elif b2 is None:
+        x = subtract(lax.full_like(a2, 0), multiply(a2, b1))
+        y = multiply(a2, b0)
+    else:
+        x = subtract(multiply(a1, b2), multiply(a2, b1))
+        y = subtract(multiply(a2, b0), multiply(a0, b2))
+    x, y, z = broadcast_arrays(x, y, z)
+    out = stack([x, y, z], axis=-1)
+    return moveaxis(out, -1, axisc)
+
+
+def matvec(x1, x2, /):
+    """``numpy.matvec``: matrix-vector products over broadcast leading dimensions,
+    (..., m, n) x (..., n) -> (..., m)."""
+    x1, x2 = _dot_dtype_args(x1, x2, "matvec")
+    if _aval(x1).ndim < 2 or _aval(x2).ndim < 1:
+        raise ValueError(f"matvec: need a matrix and a vector, got shapes {_aval(x1).shape} "
+                         f"and {_aval(x2).shape}")
+    return lax.squeeze(matmul(x1, lax.expand_dims(x2, (-1 % (_aval(x2).ndim + 1),))),
+                       (-1 % (builtins.max(_aval(x1).ndim, _aval(x2).ndim + 1)),))
+
+
+def vecmat(x1, x2, /):
+    """``numpy.vecmat``: conj(vector)-matrix products over broadcast leading dimensions,
+    (..., n) x (..., n, m) -> (..., m)."""
+    from tracer.numpy.ufuncs import conjugate
+    x1, x2 = _dot_dtype_args(x1, x2, "vecmat")
+    if _aval(x1).ndim < 1 or _aval(x2).ndim < 2:
+        raise ValueError(f"vecmat: need a vector and a matrix, got shapes {_aval(x1).shape} "
+                         f"and {_aval(x2).shape}")
+    x1 = conjugate(x1)
+    out = matmul(lax.expand_dims(x1, (_aval(x1).ndim - 1,)), x2)
+    return lax.squeeze(out, (_aval(out).ndim - 2,))
+
+
+# ================================ functional helpers =====================================
+
+def apply_along_axis(func1d, axis, arr, *args, **kwargs):
+    """``numpy.apply_along_axis``: ``func1d`` applied to the 1-D slices along ``axis``
+    (by vmap over the other axes); the result's axes replace ``axis``."""
+    from tracer.api import vmap
+    arr = as_operand(arr, "apply_along_axis")
+    nd = _aval(arr).ndim
+    (axis,) = canonicalize_axis_tuple(axis, nd, "apply_along_axis")
+
+    def f(x):
+        return func1d(x, *args, **kwargs)
+
+    for i in range(1, nd - axis):
+        f = vmap(f, in_axes=-1, out_axes=-1)
+    for i in range(axis):
+        f = vmap(f, in_axes=0, out_axes=0)
+    return f(arr)
+
+
+def apply_over_axes(func, a, axes):
+    """``numpy.apply_over_axes``: ``func(a, axis)`` for each axis in turn, keeping the
+    rank (a result one rank lower gets the axis back)."""
+    a = as_operand(a, "apply_over_axes")
+    for ax in ((axes,) if isinstance(axes, (int, np.integer)) else axes):
+        b = func(a, ax)
+        if _aval(b).ndim == _aval(a).ndim - 1:
+            b = expand_dims(b, ax)
+        elif _aval(b).ndim != _aval(a).ndim:
+            raise ValueError("apply_over_axes: function is not returning an array of the "
+                             "correct shape")
+        a = b
+    return a
+
+
+def piecewise(x, condlist, funclist, *args, **kw):
+    """``numpy.piecewise``: ``funclist[i]`` (or a constant) where ``condlist[i]``, later
+    conditions winning; one extra function is the default where no condition holds.
+    Every function is evaluated on all of ``x`` (as JAX does under jit)."""
+    x = as_operand(x, "piecewise")
+    if isinstance(condlist, (list, tuple)):
+        conds = [as_operand(c) for c in condlist]
+    else:
+        c = as_operand(condlist)
+        conds = [c] if _aval(c).ndim == _aval(x).ndim or _aval(c).ndim == 0 else \
+            [lax.index_in_dim(c, i, 0, False) for i in range(_aval(c).shape[0])]
+    n = len(conds)
+    if len(funclist) not in (n, n + 1):
+        raise ValueError(f"piecewise: with {n} condition(s), either {n} or {n + 1} functions "
+                         f"are needed, got {len(funclist)}")
+
+    def value(f):
+        if callable(f):
+            return as_operand(f(x, *args, **kw))
+        return as_operand(f)
+
+    out_dt = _aval(x).dtype
+    if len(funclist) == n + 1:
+        out = value(funclist[-1])
+    else:
+        out = lax.full_like(x, 0)
+    out = broadcast_to_shape(lax.convert_element_type(out, out_dt), _aval(x).shape)
+    for c, f in zip(conds, funclist[:n]):
+        c = broadcast_to_shape(c if _aval(c).dtype == np.bool_ else
+                               lax.ne(c, lax.full_like(c, 0)), _aval(x).shape)
+        v = broadcast_to_shape(lax.convert_element_type(value(f), out_dt), _aval(x).shape)
+        out = lax.select(c, v, out)
+    return out
+
+
+# ========================================= pad ===========================================
+
+def _pad_pairs(value, nd, fname, what):
+    """NumPy's broadcasting of pad widths / values to one (before, after) pair per axis."""
+    arr = np.asarray(value, dtype=object)
+    if arr.ndim == 0:
+        return [(value, value)] * nd
+    if arr.shape == (1,):
+        return [(arr[0], arr[0])] * nd
+    if arr.shape == (2,):
+        return [(arr[0], arr[1])] * nd
+    if arr.shape == (1, 2):
+        return [(arr[0, 0], arr[0, 1])] * nd
+    if arr.shape == (nd, 1):
+        return [(arr[i, 0], arr[i, 0]) for i in range(nd)]
+    if arr.shape == (nd, 2):
+        return [(arr[i, 0], arr[i, 1]) for i in range(nd)]
+    raise ValueError(f"{fname}: {what} of shape {arr.shape} cannot be broadcast to "
+                     f"({nd}, 2)")
+
+
+def _edge(x, axis, side, width):
+    n = _aval(x).shape[axis]
+    e = lax.slice_in_dim(x, 0, 1, 1, axis) if side == 0 else \
+        lax.slice_in_dim(x, n - 1, n, 1, axis)
+    shape = list(_aval(x).shape)
+    shape[axis] = width
+    return broadcast_to_shape(e, tuple(shape))
+
+
+def _cat(parts, axis):
+    parts = [p for p in parts if p is not None and _aval(p).shape[axis] > 0] or parts[1:2]
+    return parts[0] if len(parts) == 1 else lax.concatenate(parts, axis)
+
+
+def _pad_reflect(x, axis, before, after, include_edge, odd):
+    from tracer.numpy.ufuncs import multiply, subtract
+    n = _aval(x).shape[axis]
+    while before > 0 or after > 0:
+        L = _aval(x).shape[axis]
+        limit = (L // n) * n if include_edge else ((L - 1) // (n - 1)) * (n - 1)
+        left = right = None
+        if before > 0:
+            c = builtins.min(limit, before)
+            chunk = lax.rev(lax.slice_in_dim(x, 0 if include_edge else 1,
+                                             c + (0 if include_edge else 1), 1, axis), (axis,))
+            if odd:
+                chunk = subtract(multiply(2, _edge(x, axis, 0, c)), chunk)
+            left, before = chunk, before - c
+        if after > 0:
+            c = builtins.min(limit, after)
+            stop = L if include_edge else L - 1
+            chunk = lax.rev(lax.slice_in_dim(x, stop - c, stop, 1, axis), (axis,))
+            if odd:
+                chunk = subtract(multiply(2, _edge(x, axis, 1, c)), chunk)
+            right, after = chunk, after - c
+        x = _cat([left, x, right], axis)
+    return x
+
+
+def _pad_wrap(x, axis, before, after):
+    n = _aval(x).shape[axis]
+    total = n + before + after
+    start = (-before) % n
+    reps = -(-(start + total) // n)
+    nd = _aval(x).ndim
+    tiled = lax.tile(x, tuple(reps if i == axis else 1 for i in range(nd))) if reps > 1 else x
+    return lax.slice_in_dim(tiled, start, start + total, 1, axis)
+
+
+def _pad_stat(x, axis, before, after, stat_length, mode):
+    from tracer.numpy import reductions as red
+    n = _aval(x).shape[axis]
+    dt = _aval(x).dtype
+    parts = []
+    for side, width, sl in ((0, before, stat_length[0]), (1, after, stat_length[1])):
+        if width == 0:
+            parts.append(None)
+            continue
+        k = n if sl is None else builtins.min(builtins.max(int(sl), 0), n)
+        if k == 0:
+            raise ValueError(f"pad: stat_length of 0 for axis {axis} makes mode {mode!r} "
+                             f"undefined")
+        region = lax.slice_in_dim(x, 0, k, 1, axis) if side == 0 else \
+            lax.slice_in_dim(x, n - k, n, 1, axis)
+        if mode == "maximum":
+            v = red.max(region, axis=axis, keepdims=True)
+        elif mode == "minimum":
+            v = red.min(region, axis=axis, keepdims=True)
+        elif mode == "mean":
+            v = red.mean(region, axis=axis, keepdims=True)
+        else:
+            from tracer.numpy.sorting import median
+            v = median(region, axis=axis, keepdims=True)
+        if dtypes.is_integer(dt) and dtypes.is_inexact(_aval(v).dtype):
+            from tracer.numpy.ufuncs import rint
+            v = rint(v)
+        v = lax.convert_element_type(v, dt)
+        shape = list(_aval(x).shape)
+        shape[axis] = width
+        parts.append(broadcast_to_shape(v, tuple(shape)))
+    return _cat([parts[0], x, parts[1]], axis)
+
+
+def _pad_linear_ramp(x, axis, before, after, ends):
+    from tracer.numpy.creation import linspace
+    dt = _aval(x).dtype
+    parts = []
+    for side, width, end in ((0, before, ends[0]), (1, after, ends[1])):
+        if width == 0:
+            parts.append(None)
+            continue
+        edge = _edge(x, axis, side, 1)
+        endv = broadcast_to_shape(lax.convert_element_type(as_operand(end), dt),
+                                  _aval(edge).shape)
+        ramp = linspace(endv, edge, width, endpoint=False, dtype=dt, axis=axis)
+        ramp = lax.squeeze(ramp, (axis + 1,))
+        parts.append(ramp if side == 0 else lax.rev(ramp, (axis,)))
+    return _cat([parts[0], x, parts[1]], axis)
+
+
+def pad(array, pad_width, mode="constant", **kwargs):
+    """``numpy.pad`` with static widths. Modes: constant (``constant_values``), empty (as
+    zeros), edge, wrap, reflect and symmetric (``reflect_type`` 'even'/'odd'),
+    linear_ramp (``end_values``), maximum, minimum, mean, median (``stat_length``), or a
+    callable ``f(vector, iaxis_pad_width, iaxis, kwargs)`` returning the padded vector."""
+    x = as_operand(array, "pad")
+    nd = _aval(x).ndim
+    widths = _pad_pairs(_static_array(pad_width, "pad", "pad_width").tolist()
+                        if not isinstance(pad_width, (int, np.integer)) else pad_width,
+                        nd, "pad", "pad_width")
+    widths = [(operator.index(b), operator.index(a)) for b, a in widths]
+    if builtins.any(b < 0 or a < 0 for b, a in widths):
+        raise ValueError(f"pad: index can't contain negative values, got {pad_width}")
+    if callable(mode):
+        return _pad_callable(x, widths, mode, kwargs)
+    allowed = {"constant": {"constant_values"}, "empty": set(), "edge": set(), "wrap": set(),
+               "reflect": {"reflect_type"}, "symmetric": {"reflect_type"},
+               "linear_ramp": {"end_values"}, "maximum": {"stat_length"},
+               "minimum": {"stat_length"}, "mean": {"stat_length"},
+               "median": {"stat_length"}}
+    if mode not in allowed:
+        raise ValueError(f"pad: mode {mode!r} is not supported; choose one of "
+                         f"{sorted(allowed)} or pass a function")
+    extra = set(kwargs) - allowed[mode]
+    if extra:
+        raise ValueError(f"pad: unsupported keyword arguments for mode {mode!r}: "
+                         f"{sorted(extra)}")
+    if mode in ("constant", "empty"):
+        vals = _pad_pairs(kwargs.get("constant_values", 0), nd, "pad", "constant_values")
+        for ax, ((b, a), (vb, va)) in enumerate(zip(widths, vals)):
+            for side, w, v in ((0, b, vb), (1, a, va)):
+                if w:
+                    cfg = [(0, 0, 0)] * nd
+                    cfg[ax] = (w, 0, 0) if side == 0 else (0, w, 0)
+                    v = lax.convert_element_type(as_operand(v), _aval(x).dtype)
+                    x = lax.pad(x, v, cfg)
+        return x
+    for ax, (b, a) in enumerate(widths):
+        if b == 0 and a == 0:
+            continue
+        n = _aval(x).shape[ax]
+        if n == 0:
+            raise ValueError(f"pad: can't extend empty axis {ax} using modes other than "
+                             f"'constant' or 'empty'")
+        if mode == "edge" or (mode == "reflect" and n == 1):
+            x = _cat([_edge(x, ax, 0, b), x, _edge(x, ax, 1, a)], ax)
+        elif mode == "wrap":
+            x = _pad_wrap(x, ax, b, a)
+        elif mode in ("reflect", "symmetric"):
+            rt = kwargs.get("reflect_type", "even")
+            if rt not in ("even", "odd"):
+                raise ValueError(f"pad: reflect_type must be 'even' or 'odd', got {rt!r}")
+            x = _pad_reflect(x, ax, b, a, mode == "symmetric", rt == "odd")
+        elif mode == "linear_ramp":
+            ends = _pad_pairs(kwargs.get("end_values", 0), nd, "pad", "end_values")[ax]
+            x = _pad_linear_ramp(x, ax, b, a, ends)
+        else:
+            sl = _pad_pairs(kwargs.get("stat_length", None), nd, "pad", "stat_length")[ax]
+            x = _pad_stat(x, ax, b, a, sl, mode)
+    return x
+
+
+def _pad_callable(x, widths, fn, kwargs):
+    """NumPy's callable pad mode: zero-pad, then call ``fn`` on every 1-D slice along each
+    axis in turn (by vmap over the other axes)."""
+    from tracer.api import vmap
+    x = pad(x, [list(w) for w in widths], "constant")
+    nd = _aval(x).ndim
+    for ax in range(nd):
+        def f(v, ax=ax):
+            out = fn(v, widths[ax], ax, kwargs)
+            return as_operand(out)
+        g = f
+        for _ in range(nd - 1):
+            g = vmap(g)
+        x = moveaxis(g(moveaxis(x, ax, -1)), -1, ax)
+    return x

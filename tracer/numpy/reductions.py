@@ -252,3 +252,372 @@ def count_nonzero(a, axis=None, keepdims=False):
     a = as_operand(a)
     nz = lax.ne(a, lax.full_like(a, 0))
     return sum(nz, axis=axis, keepdims=keepdims, dtype=dtypes.default_int_dtype())
+
+
+# ====================================== NaN-aware ========================================
+
+def _nan_replaced(a, fname, value):
+    """``a`` with NaNs replaced by ``value`` (ints and bools unchanged)."""
+    a = as_operand(a, fname)
+    if not dtypes.is_inexact(_dt(a)):
+        return a
+    return lax.select(lax.ne(a, a), lax.full_like(a, value), a)
+
+
+def _isnan(a):
+    return lax.ne(a, a) if dtypes.is_inexact(_dt(a)) else lax.full_like(a, False, np.bool_)
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    """``numpy.nansum``: NaNs count as zero."""
+    return sum(_nan_replaced(a, "nansum", 0), axis, dtype, out, keepdims, initial, where)
+
+
+def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    """``numpy.nanprod``: NaNs count as one."""
+    return prod(_nan_replaced(a, "nanprod", 1), axis, dtype, out, keepdims, initial, where)
+
+
+def _nan_extremum(a, axis, out, keepdims, initial, where, fname, reducer, fill):
+    _check_out(out, fname)
+    a = as_operand(a, fname)
+    if not dtypes.is_inexact(_dt(a)):
+        return reducer(a, axis, keepdims=keepdims, initial=initial, where=where)
+    nan = _isnan(a)
+    if dtypes.is_complex(_dt(a)):
+        raise TypeError(f"{fname} is not defined for complex arrays")
+    filled = lax.select(nan, lax.full_like(a, fill), a)
+    res = reducer(filled, axis, keepdims=keepdims, initial=initial, where=where)
+    # All-NaN slices give NaN, as in NumPy (which also warns).
+    if where is not None:
+        from tracer.numpy.manipulation import broadcast_to
+        nan = lax.bitwise_and(nan, broadcast_to(as_operand(where), get_aval(a).shape))
+        allnan = all(lax.bitwise_or(nan, lax.bitwise_not(broadcast_to(as_operand(where),
+                                                                      get_aval(a).shape))),
+                     axis=axis, keepdims=keepdims)
+        allnan = lax.bitwise_and(allnan, any(broadcast_to(as_operand(where), get_aval(a).shape),
+                                             axis=axis, keepdims=keepdims))
+    else:
+        allnan = all(nan, axis=axis, keepdims=keepdims)
+    if initial is not None:
+        return res
+    return lax.select(allnan, lax.full_like(res, np.nan), res)
+
+
+def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    """``numpy.nanmax``: the maximum ignoring NaNs; NaN for all-NaN slices."""
+    return _nan_extremum(a, axis, out, keepdims, initial, where, "nanmax", max, -np.inf)
+
+
+def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    """``numpy.nanmin``: the minimum ignoring NaNs; NaN for all-NaN slices."""
+    return _nan_extremum(a, axis, out, keepdims, initial, where, "nanmin", min, np.inf)
+
+
+def _nanarg(a, axis, out, keepdims, fname, fn, fill):
+    _check_out(out, fname)
+    a = as_operand(a, fname)
+    if not dtypes.is_inexact(_dt(a)):
+        return fn(a, axis, keepdims=keepdims)
+    nan = _isnan(a)
+    res = fn(lax.select(nan, lax.full_like(a, fill), a), axis, keepdims=keepdims)
+    # All-NaN slices: NumPy raises; JAX returns -1.
+    allnan = all(nan, axis=axis, keepdims=keepdims)
+    return lax.select(allnan, lax.full_like(res, -1), res)
+
+
+def nanargmax(a, axis=None, out=None, keepdims=False):
+    """``numpy.nanargmax`` (-1 for all-NaN slices, as in JAX)."""
+    return _nanarg(a, axis, out, keepdims, "nanargmax", argmax, -np.inf)
+
+
+def nanargmin(a, axis=None, out=None, keepdims=False):
+    """``numpy.nanargmin`` (-1 for all-NaN slices, as in JAX)."""
+    return _nanarg(a, axis, out, keepdims, "nanargmin", argmin, np.inf)
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    """``numpy.nanmean``: the mean of the non-NaN values (NaN for all-NaN slices)."""
+    _check_out(out, "nanmean")
+    a = as_operand(a, "nanmean")
+    if not dtypes.is_inexact(_dt(a)):
+        return mean(a, axis, dtype, keepdims=keepdims, where=where)
+    valid = lax.bitwise_not(_isnan(a))
+    if where is not None:
+        from tracer.numpy.manipulation import broadcast_to
+        valid = lax.bitwise_and(valid, broadcast_to(as_operand(where), get_aval(a).shape))
+    return mean(a, axis, dtype, keepdims=keepdims, where=valid)
+
+
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
+           correction=None):
+    """``numpy.nanvar``: the variance of the non-NaN values."""
+    _check_out(out, "nanvar")
+    a = as_operand(a, "nanvar")
+    if not dtypes.is_inexact(_dt(a)):
+        return var(a, axis, dtype, ddof=ddof, keepdims=keepdims, where=where,
+                   correction=correction)
+    valid = lax.bitwise_not(_isnan(a))
+    if where is not None:
+        from tracer.numpy.manipulation import broadcast_to
+        valid = lax.bitwise_and(valid, broadcast_to(as_operand(where), get_aval(a).shape))
+    return var(a, axis, dtype, ddof=ddof, keepdims=keepdims, where=valid,
+               correction=correction)
+
+
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
+           correction=None):
+    """``numpy.nanstd``: sqrt of ``nanvar``."""
+    return lax.sqrt(nanvar(a, axis, dtype, out, ddof, keepdims, where=where,
+                           correction=correction))
+
+
+# ===================================== cumulative ========================================
+# lax has no cumulative primitives yet: a scan by recursive doubling (Hillis-Steele) of
+# pads, slices and element-wise ops. log2(n) steps of O(n) work; differentiable and
+# batchable like its parts. Float sums are added in a different order than NumPy's
+# sequential loop (results agree to rounding).
+
+def _cumulative_op(x, axis, combine, identity, reverse=False):
+    n = get_aval(x).shape[axis]
+    nd = get_aval(x).ndim
+    if reverse:
+        x = lax.rev(x, (axis,))
+    pad_value = lax.full((), identity, _dt(x))
+    k = 1
+    while k < n:
+        cfg = [(0, 0, 0)] * nd
+        cfg[axis] = (k, -k, 0)
+        x = combine(x, lax.pad(x, pad_value, cfg))
+        k *= 2
+    if reverse:
+        x = lax.rev(x, (axis,))
+    return x
+
+
+def _cum_dtype(a, dtype, fname):
+    dt = _dt(a)
+    if dtype is not None:
+        return dtypes.canonicalize_dtype(dtype)
+    if dt == np.bool_ or (dtypes.is_integer(dt) and dt.itemsize <
+                          dtypes.default_int_dtype().itemsize):
+        return dtypes.default_uint_dtype() if dtypes.is_unsigned_integer(dt) else \
+            dtypes.default_int_dtype()
+    return dt
+
+
+def _cumulative(a, axis, dtype, out, fname, combine, identity, nan_value=None):
+    _check_out(out, fname)
+    a = as_operand(a, fname)
+    if axis is None:
+        a = lax.reshape(a, (get_aval(a).size,))
+        axis = 0
+    (axis,) = canonicalize_axis_tuple(axis, get_aval(a).ndim, fname)
+    dt = _cum_dtype(a, dtype, fname)
+    if nan_value is not None:
+        a = _nan_replaced(a, fname, nan_value)
+    a = lax.convert_element_type(a, dt)
+    return _cumulative_op(a, axis, combine, identity)
+
+
+def cumsum(a, axis=None, dtype=None, out=None):
+    """``numpy.cumsum`` (flattened when ``axis`` is None). See the note above."""
+    return _cumulative(a, axis, dtype, out, "cumsum", lax.add, 0)
+
+
+def cumprod(a, axis=None, dtype=None, out=None):
+    """``numpy.cumprod`` (flattened when ``axis`` is None)."""
+    return _cumulative(a, axis, dtype, out, "cumprod", lax.mul, 1)
+
+
+def nancumsum(a, axis=None, dtype=None, out=None):
+    """``numpy.nancumsum``: NaNs count as zero."""
+    return _cumulative(a, axis, dtype, out, "nancumsum", lax.add, 0, nan_value=0)
+
+
+def nancumprod(a, axis=None, dtype=None, out=None):
+    """``numpy.nancumprod``: NaNs count as one."""
+    return _cumulative(a, axis, dtype, out, "nancumprod", lax.mul, 1, nan_value=1)
+
+
+def _cumulative_api(x, axis, dtype, include_initial, fname, combine, identity):
+    x = as_operand(x, fname)
+    nd = get_aval(x).ndim
+    if axis is None:
+        if nd > 1:
+            raise ValueError(f"{fname}: axis must be given for arrays of rank {nd} > 1")
+        axis = 0
+    if nd == 0:
+        raise ValueError(f"{fname}: the input must have at least one dimension")
+    (axis,) = canonicalize_axis_tuple(axis, nd, fname)
+    out = _cumulative(x, axis, dtype, None, fname, combine, identity)
+    if include_initial:
+        cfg = [(0, 0, 0)] * nd
+        cfg[axis] = (1, 0, 0)
+        out = lax.pad(out, lax.full((), identity, _dt(out)), cfg)
+    return out
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
+    """Array API ``cumulative_sum`` (``numpy.cumulative_sum``): ``include_initial``
+    prepends the zero."""
+    return _cumulative_api(x, axis, dtype, include_initial, "cumulative_sum", lax.add, 0)
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
+    """Array API ``cumulative_prod`` (``numpy.cumulative_prod``)."""
+    return _cumulative_api(x, axis, dtype, include_initial, "cumulative_prod", lax.mul, 1)
+
+
+# ====================================== averages =========================================
+
+def average(a, axis=None, weights=None, returned=False, keepdims=False):
+    """``numpy.average``: the weighted mean along ``axis``. 1-D ``weights`` with a
+    single ``axis`` weigh that axis; otherwise ``weights`` has ``a``'s shape.
+    ``returned`` also gives the sum of the weights."""
+    from tracer.numpy.ufuncs import multiply, true_divide
+    from tracer.numpy.util import promote_dtypes_inexact
+    a = as_operand(a, "average")
+    if weights is None:
+        avg = mean(a, axis, keepdims=keepdims)
+        if not returned:
+            return avg
+        aval = get_aval(a)
+        axes = canonicalize_axis_tuple(axis, aval.ndim, "average")
+        n = 1
+        for i in axes:
+            n *= aval.shape[i]
+        return avg, lax.full_like(avg, n)
+    a, w = promote_dtypes_inexact(a, weights)
+    sa, sw = get_aval(a).shape, get_aval(w).shape
+    if sa != sw:
+        if axis is None:
+            raise ValueError(f"average: axis must be given when the shapes of a {sa} and "
+                             f"weights {sw} differ")
+        if len(sw) != 1:
+            raise ValueError(f"average: 1-D weights expected when shapes of a {sa} and "
+                             f"weights {sw} differ")
+        (ax,) = canonicalize_axis_tuple(axis, len(sa), "average")
+        if sw[0] != sa[ax]:
+            raise ValueError(f"average: length of weights {sw[0]} differs from that of a "
+                             f"along axis {ax} ({sa[ax]})")
+        w = lax.broadcast_in_dim(w, sa, (ax,))
+    wsum = sum(w, axis, keepdims=keepdims)
+    avg = true_divide(sum(multiply(a, w), axis, keepdims=keepdims), wsum)
+    if returned:
+        if get_aval(wsum).shape != get_aval(avg).shape:
+            wsum = lax.broadcast_in_dim(wsum, get_aval(avg).shape, ())
+        return avg, wsum
+    return avg
+
+
+# ================================ comparisons of arrays ==================================
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True if ``isclose`` holds everywhere (``numpy.allclose``), as a bool Array."""
+    from tracer.numpy.ufuncs import isclose
+    return all(isclose(a, b, rtol, atol, equal_nan))
+
+
+def array_equal(a1, a2, equal_nan=False):
+    """Same shape and equal elements (``numpy.array_equal``), as a bool Array."""
+    from tracer.numpy.ufuncs import equal, isnan, logical_and, logical_or
+    a1, a2 = as_operand(a1), as_operand(a2)
+    if get_aval(a1).shape != get_aval(a2).shape:
+        return lax.full((), False, np.bool_)
+    eq = equal(a1, a2)
+    if equal_nan:
+        eq = logical_or(eq, logical_and(isnan(a1), isnan(a2)))
+    return all(eq)
+
+
+def array_equiv(a1, a2):
+    """Broadcast-compatible and equal (``numpy.array_equiv``), as a bool Array."""
+    from tracer.numpy.ufuncs import equal
+    a1, a2 = as_operand(a1), as_operand(a2)
+    try:
+        np.broadcast_shapes(get_aval(a1).shape, get_aval(a2).shape)
+    except ValueError:
+        return lax.full((), False, np.bool_)
+    return all(equal(a1, a2))
+
+
+# =================================== statistics ==========================================
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None):
+    """``numpy.cov``: the covariance matrix of the variables in the rows (``rowvar``) or
+    columns of ``m`` (and ``y``), with optional frequency and analytic weights."""
+    from tracer.numpy.manipulation import concatenate, matmul
+    from tracer.numpy.util import promote_dtypes_inexact
+    from tracer.numpy.ufuncs import conjugate, multiply
+    m = as_operand(m, "cov")
+    if get_aval(m).ndim > 2:
+        raise ValueError(f"cov: m has more than 2 dimensions (shape {get_aval(m).shape})")
+    (m,) = promote_dtypes_inexact(m) if y is None else promote_dtypes_inexact(m, y)[:1]
+    x = lax.reshape(m, (1, get_aval(m).size)) if get_aval(m).ndim < 2 else m
+    if not rowvar and get_aval(x).shape[0] != 1:
+        x = lax.transpose(x, (1, 0))
+    if y is not None:
+        y = as_operand(y, "cov")
+        if get_aval(y).ndim > 2:
+            raise ValueError("cov: y has more than 2 dimensions")
+        (y,) = promote_dtypes_inexact(y, m)[:1]
+        y = lax.reshape(y, (1, get_aval(y).size)) if get_aval(y).ndim < 2 else y
+        if not rowvar and get_aval(y).shape[0] != 1:
+            y = lax.transpose(y, (1, 0))
+        x = concatenate([x, y], axis=0)
+    (x,) = promote_dtypes_inexact(x)
+    if ddof is None:
+        ddof = 0 if bias else 1
+    n_obs = get_aval(x).shape[1]
+    w = None
+    if fweights is not None:
+        w = lax.convert_element_type(as_operand(fweights), _dt(x) if not
+                                     dtypes.is_complex(_dt(x)) else dtypes.real_dtype(_dt(x)))
+    if aweights is not None:
+        aw = lax.convert_element_type(as_operand(aweights), dtypes.real_dtype(_dt(x)))
+        w = aw if w is None else lax.mul(w, aw)
+    if w is None:
+        avg = mean(x, axis=1)
+        fact = lax.full((), n_obs - ddof, dtypes.real_dtype(_dt(x)))
+    else:
+        avg = average(x, axis=1, weights=w)
+        w_sum = lax.reduce_sum(w, (0,))
+        if ddof == 0:
+            fact = w_sum
+        elif aweights is None:
+            fact = lax.sub(w_sum, lax.full((), ddof, _dt(w_sum)))
+        else:
+            fact = lax.sub(w_sum, lax.div(lax.mul(lax.full((), ddof, _dt(w_sum)),
+                                                  lax.reduce_sum(lax.mul(w, aw), (0,))),
+                                          w_sum))
+    xc = lax.sub(x, lax.broadcast_in_dim(avg, get_aval(x).shape, (0,)))
+    xw = xc if w is None else multiply(xc, w)
+    c = matmul(xw, lax.transpose(conjugate(xc), (1, 0)))
+    fact = lax.convert_element_type(fact, _dt(c))
+    c = lax.div(c, fact)
+    return lax.squeeze(c, (0, 1)) if get_aval(c).shape == (1, 1) else c
+
+
+def corrcoef(x, y=None, rowvar=True):
+    """``numpy.corrcoef``: Pearson correlation coefficients, clipped to [-1, 1]."""
+    from tracer.numpy.ufuncs import real, sqrt, true_divide
+    from tracer.numpy.manipulation import clip
+    c = cov(x, y, rowvar)
+    if get_aval(c).ndim == 0:
+        return true_divide(c, c)
+    d = _diag2(c)
+    sd = sqrt(real(d))
+    n = get_aval(sd).shape[0]
+    c = true_divide(c, lax.broadcast_in_dim(sd, (n, n), (0,)))
+    c = true_divide(c, lax.broadcast_in_dim(sd, (n, n), (1,)))
+    if dtypes.is_complex(_dt(c)):
+        return lax.complex(clip(lax.real(c), -1, 1), clip(lax.imag(c), -1, 1))
+    return clip(c, -1, 1)
+
+
+def _diag2(c):
+    """The main diagonal of a square matrix, by a strided slice of its flattening."""
+    n = get_aval(c).shape[0]
+    flat = lax.reshape(c, (n * n,))
+    return lax.slice(flat, (0,), (n * n,), (n + 1,)) if n else flat

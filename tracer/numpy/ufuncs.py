@@ -391,3 +391,602 @@ def conjugate(x, /):
 
 
 conj = conjugate
+
+
+
+# ============================ more element-wise functions ================================
+# Where lax has no primitive yet (inverse trigonometric and hyperbolic functions,
+# nextafter, ...), these are compositions of existing primitives chosen for accuracy
+# (expm1/log1p forms, no cancellation) and finite gradients; when lax gains the primitive
+# (``lax.asin``, ...), it is used instead.
+
+def _lax_prim(name):
+    return getattr(lax, name, None)
+
+
+def _c(x, value):
+    """``value`` as a rank-0 constant of ``x``'s dtype (lax ops broadcast it)."""
+    return lax.full((), value, _dt(x))
+
+
+def _select(pred, on_true, on_false):
+    """lax.select with rank-0 branches broadcast to the predicate's shape."""
+    shape = get_aval(pred).shape
+    if get_aval(on_true).shape != shape:
+        on_true = lax.broadcast_in_dim(on_true, shape, ())
+    if get_aval(on_false).shape != shape:
+        on_false = lax.broadcast_in_dim(on_false, shape, ())
+    return lax.select(pred, on_true, on_false)
+
+
+def _inexact_operand(name, x):
+    check_arraylike(name, x)
+    (x,) = promote_dtypes_inexact(x)
+    return x
+
+
+def _real_args(name, *args):
+    out = promote_args(name, *args)
+    if dtypes.is_complex(_dt(out[0])):
+        raise TypeError(f"{name} is not defined for complex arrays (got {_dt(out[0]).name})")
+    return out
+
+
+def _real_inexact_args(name, *args):
+    out = promote_args_inexact(name, *args)
+    if dtypes.is_complex(_dt(out[0])):
+        raise TypeError(f"{name} is not defined for complex arrays (got {_dt(out[0]).name})")
+    return out
+
+
+def _sqrt_1m_x2(x):
+    # (1 - x)(1 + x) avoids the cancellation of 1 - x*x near |x| = 1.
+    return lax.sqrt(lax.mul(lax.sub(_c(x, 1), x), lax.add(_c(x, 1), x)))
+
+
+def arcsin(x, /):
+    """Element-wise inverse sine (``numpy.arcsin``): NaN outside [-1, 1] for real input;
+    complex input uses the principal branch -i log(iz + sqrt(1 - z^2))."""
+    x = _inexact_operand("arcsin", x)
+    if _lax_prim("asin") is not None:
+        return lax.asin(x)
+    if dtypes.is_complex(_dt(x)):
+        iz = lax.mul(_c(x, 1j), x)
+        return lax.mul(_c(x, -1j), lax.log(lax.add(iz, lax.sqrt(
+            lax.sub(_c(x, 1), lax.mul(x, x))))))
+    return lax.atan2(x, _sqrt_1m_x2(x))
+
+
+def arccos(x, /):
+    """Element-wise inverse cosine (``numpy.arccos``), in [0, pi]."""
+    x = _inexact_operand("arccos", x)
+    if _lax_prim("acos") is not None:
+        return lax.acos(x)
+    if dtypes.is_complex(_dt(x)):
+        return lax.sub(_c(x, np.pi / 2), arcsin(x))
+    return lax.atan2(_sqrt_1m_x2(x), x)
+
+
+def arctan(x, /):
+    """Element-wise inverse tangent (``numpy.arctan``), in (-pi/2, pi/2)."""
+    x = _inexact_operand("arctan", x)
+    if _lax_prim("atan") is not None:
+        return lax.atan(x)
+    if dtypes.is_complex(_dt(x)):
+        # atan(z) = i/2 (log(1 - iz) - log(1 + iz))
+        iz = lax.mul(_c(x, 1j), x)
+        d = lax.sub(lax.log(lax.sub(_c(x, 1), iz)), lax.log(lax.add(_c(x, 1), iz)))
+        return lax.mul(_c(x, 0.5j), d)
+    return lax.atan2(x, lax.full_like(x, 1))
+
+
+def _log_max(dt):
+    return float(np.log(np.finfo(dt).max))
+
+
+def sinh(x, /):
+    """Element-wise hyperbolic sine (``numpy.sinh``), accurate for small |x| (through
+    expm1) and finite up to the overflow threshold of the result."""
+    x = _inexact_operand("sinh", x)
+    if _lax_prim("sinh") is not None:
+        return lax.sinh(x)
+    if dtypes.is_complex(_dt(x)):
+        return lax.mul(_c(x, 0.5), lax.sub(lax.exp(x), lax.exp(lax.neg(x))))
+    ax = lax.abs(x)
+    cut = _c(x, _log_max(_dt(x)) - 1.0)
+    # Each branch sees a clamped argument so that the untaken one has finite gradients.
+    t = lax.expm1(lax.min(ax, cut))
+    small = lax.mul(_c(x, 0.5), lax.add(t, lax.div(t, lax.add(t, _c(x, 1)))))
+    a = lax.exp(lax.mul(lax.max(ax, cut), _c(x, 0.5)))
+    big = lax.mul(lax.mul(a, _c(x, 0.5)), a)
+    return lax.mul(lax.sign(x), lax.select(lax.gt(ax, cut), big, small))
+
+
+def cosh(x, /):
+    """Element-wise hyperbolic cosine (``numpy.cosh``), finite up to the overflow
+    threshold of the result."""
+    x = _inexact_operand("cosh", x)
+    if _lax_prim("cosh") is not None:
+        return lax.cosh(x)
+    if dtypes.is_complex(_dt(x)):
+        return lax.mul(_c(x, 0.5), lax.add(lax.exp(x), lax.exp(lax.neg(x))))
+    # exp(|x|/2)^2 / 2 stays finite where exp(|x|) alone would overflow.
+    a = lax.exp(lax.mul(lax.abs(x), _c(x, 0.5)))
+    return lax.add(lax.mul(lax.mul(a, _c(x, 0.5)), a), lax.div(_c(x, 0.5), lax.mul(a, a)))
+
+
+def arcsinh(x, /):
+    """Element-wise inverse hyperbolic sine (``numpy.arcsinh``)."""
+    x = _inexact_operand("arcsinh", x)
+    if _lax_prim("asinh") is not None:
+        return lax.asinh(x)
+    if dtypes.is_complex(_dt(x)):
+        return lax.log(lax.add(x, lax.sqrt(lax.add(lax.mul(x, x), _c(x, 1)))))
+    ax = lax.abs(x)
+    cut = _c(x, float(np.sqrt(np.finfo(_dt(x)).max)) / 4)
+    axs = lax.min(ax, cut)
+    x2 = lax.mul(axs, axs)
+    # log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) is accurate for small |x|.
+    small = lax.log1p(lax.add(axs, lax.div(x2, lax.add(_c(x, 1),
+                                                       lax.sqrt(lax.add(_c(x, 1), x2))))))
+    big = lax.add(lax.log(lax.max(ax, cut)), _c(x, np.log(2.0)))
+    return lax.mul(lax.sign(x), lax.select(lax.gt(ax, cut), big, small))
+
+
+def arccosh(x, /):
+    """Element-wise inverse hyperbolic cosine (``numpy.arccosh``): NaN below 1."""
+    x = _inexact_operand("arccosh", x)
+    if _lax_prim("acosh") is not None:
+        return lax.acosh(x)
+    if dtypes.is_complex(_dt(x)):
+        return lax.log(lax.add(x, lax.mul(lax.sqrt(lax.add(x, _c(x, 1))),
+                                          lax.sqrt(lax.sub(x, _c(x, 1))))))
+    cut = _c(x, float(np.sqrt(np.finfo(_dt(x)).max)) / 4)
+    y = lax.sub(lax.min(x, cut), _c(x, 1))
+    # log1p(y + sqrt(y (y + 2))) with y = x - 1 is accurate near x = 1.
+    small = lax.log1p(lax.add(y, lax.sqrt(lax.mul(y, lax.add(y, _c(x, 2))))))
+    big = lax.add(lax.log(lax.max(x, cut)), _c(x, np.log(2.0)))
+    return lax.select(lax.gt(x, cut), big, small)
+
+
+def arctanh(x, /):
+    """Element-wise inverse hyperbolic tangent (``numpy.arctanh``): ±inf at ±1, NaN
+    outside [-1, 1]."""
+    x = _inexact_operand("arctanh", x)
+    if _lax_prim("atanh") is not None:
+        return lax.atanh(x)
+    if dtypes.is_complex(_dt(x)):
+        return lax.mul(_c(x, 0.5), lax.sub(lax.log1p(x), lax.log1p(lax.neg(x))))
+    # 0.5 log1p(2x / (1 - x)) is accurate near 0 and exact at the poles.
+    return lax.mul(_c(x, 0.5), lax.log1p(lax.div(lax.add(x, x), lax.sub(_c(x, 1), x))))
+
+
+asin, acos, atan, asinh, acosh, atanh = arcsin, arccos, arctan, arcsinh, arccosh, arctanh
+
+
+def deg2rad(x, /):
+    """Degrees to radians (``numpy.deg2rad``)."""
+    x = _inexact_operand("deg2rad", x)
+    return lax.mul(x, _c(x, np.pi / 180))
+
+
+def rad2deg(x, /):
+    """Radians to degrees (``numpy.rad2deg``)."""
+    x = _inexact_operand("rad2deg", x)
+    return lax.mul(x, _c(x, 180 / np.pi))
+
+
+radians, degrees = deg2rad, rad2deg
+
+
+def _int_view(x):
+    """The bits of a float array as the signed integer type of the same width."""
+    return lax.bitcast_convert_type(x, np.dtype(f"i{_dt(x).itemsize}"))
+
+
+def signbit(x, /):
+    """True where the sign bit is set (``numpy.signbit``), -0.0 included."""
+    check_arraylike("signbit", x)
+    (x,) = promote_dtypes(x)
+    dt = _dt(x)
+    if dt == np.bool_ or dtypes.is_unsigned_integer(dt):
+        return lax.full_like(x, False, dtypes.bool_)
+    if dtypes.is_integer(dt):
+        return lax.lt(x, _c(x, 0))
+    if dtypes.is_complex(dt):
+        raise TypeError("signbit is not defined for complex arrays")
+    iv = _int_view(x)
+    return lax.lt(iv, lax.full((), 0, _dt(iv)))
+
+
+def copysign(x1, x2, /):
+    """``|x1|`` with the sign bit of ``x2`` (``numpy.copysign``)."""
+    a, b = _real_inexact_args("copysign", x1, x2)
+    return _select(signbit(b), lax.neg(lax.abs(a)), lax.abs(a))
+
+
+def nextafter(x1, x2, /):
+    """The next representable float after ``x1`` toward ``x2`` (``numpy.nextafter``),
+    computed on the bit pattern."""
+    a, b = _real_inexact_args("nextafter", x1, x2)
+    if _lax_prim("nextafter") is not None:
+        return lax.nextafter(a, b)
+    a, b = (lax.broadcast_in_dim(v, get_aval(b if v is a else a).shape, ())
+            if get_aval(v).shape == () and get_aval(b if v is a else a).shape != () else v
+            for v in (a, b))
+    dt = _dt(a)
+    it = np.dtype(f"i{dt.itemsize}")
+    ia = _int_view(a)
+    one = lax.full((), 1, it)
+    # Moving away from zero makes the integer view of the magnitude grow.
+    away = lax.eq(lax.gt(b, a), lax.gt(a, _c(a, 0)))
+    stepped = lax.bitcast_convert_type(lax.select(away, lax.add(ia, one), lax.sub(ia, one)),
+                                       dt)
+    tiny = lax.bitcast_convert_type(lax.full((), 1, it), dt)
+    from_zero = _select(lax.lt(b, a), lax.neg(tiny), tiny)
+    out = lax.select(lax.eq(a, _c(a, 0)), from_zero, stepped)
+    out = lax.select(lax.eq(a, b), b, out)
+    nan = lax.bitwise_or(lax.ne(a, a), lax.ne(b, b))
+    return _select(nan, _c(a, np.nan), out)
+
+
+def spacing(x, /):
+    """The distance from ``x`` to the next float away from zero (``numpy.spacing``):
+    negative for negative ``x``; NaN for ±inf and NaN."""
+    x = _inexact_operand("spacing", x)
+    if dtypes.is_complex(_dt(x)):
+        raise TypeError("spacing is not defined for complex arrays")
+    toward = _select(signbit(x), _c(x, -np.inf), _c(x, np.inf))
+    out = lax.sub(nextafter(x, toward), x)
+    return _select(isinf(x), _c(x, np.nan), out)
+
+
+def _float_layout(dt):
+    fi = np.finfo(dt)
+    return fi.nmant, fi.nexp, (1 << (fi.nexp - 1)) - 1
+
+
+def _as_signed(value, it):
+    """A bit pattern (Python int) as a value of the signed integer dtype ``it``."""
+    return int(np.array(value, dtype=np.uint64).astype(np.dtype(f"u{it.itemsize}")).view(it))
+
+
+def frexp(x, /):
+    """Mantissa in [0.5, 1) and exponent with ``x = m * 2**e`` (``numpy.frexp``); 0, ±inf
+    and NaN give (x, 0). The exponent is int32."""
+    x = _inexact_operand("frexp", x)
+    dt = _dt(x)
+    if dtypes.is_complex(dt):
+        raise TypeError("frexp is not defined for complex arrays")
+    nmant, nexp, bias = _float_layout(dt)
+    it = np.dtype(f"i{dt.itemsize}")
+    # Subnormals: scale into the normal range first and correct the exponent after.
+    sub = lax.lt(lax.abs(x), _c(x, np.finfo(dt).tiny))
+    xs = lax.select(sub, lax.mul(x, _c(x, 2.0 ** nmant)), x)
+    bits = _int_view(xs)
+    e = lax.bitwise_and(lax.shift_right_logical(bits, lax.full((), nmant, it)),
+                        lax.full((), (1 << nexp) - 1, it))
+    e = lax.sub(e, lax.full((), bias - 1, it))
+    e = lax.select(sub, lax.sub(e, lax.full((), nmant, it)), e)
+    # Replace the exponent field by that of 0.5 (bias - 1).
+    keep = _as_signed(~(((1 << nexp) - 1) << nmant) & ((1 << (8 * dt.itemsize)) - 1), it)
+    m_bits = lax.bitwise_or(lax.bitwise_and(bits, lax.full((), keep, it)),
+                            lax.full((), (bias - 1) << nmant, it))
+    m = lax.bitcast_convert_type(m_bits, dt)
+    special = lax.bitwise_or(lax.eq(x, _c(x, 0)), lax.bitwise_not(lax.is_finite(x)))
+    m = lax.select(special, x, m)
+    e = _select(special, lax.full((), 0, it), e)
+    return m, lax.convert_element_type(e, np.int32)
+
+
+def _exact_pow2(e, dt):
+    """2**e in ``dt`` for integers ``e`` in the normal exponent range (bit assembly)."""
+    nmant, _, bias = _float_layout(dt)
+    it = np.dtype(f"i{dt.itemsize}")
+    e = lax.convert_element_type(e, it)
+    return lax.bitcast_convert_type(
+        lax.shift_left(lax.add(e, lax.full((), bias, it)), lax.full((), nmant, it)), dt)
+
+
+def ldexp(x1, x2, /):
+    """``x1 * 2**x2`` for an integer ``x2`` (``numpy.ldexp``): exact while the result is
+    representable; overflow gives ±inf, underflow ±0."""
+    check_arraylike("ldexp", x1, x2)
+    x2 = as_operand(x2)
+    if not (dtypes.is_integer(_dt(x2)) or _dt(x2) == np.bool_):
+        raise TypeError(f"ldexp: the exponent must be an integer array, got {_dt(x2).name}")
+    (x1,) = promote_dtypes_inexact(x1)
+    dt = _dt(x1)
+    if dtypes.is_complex(dt):
+        raise TypeError("ldexp is not defined for complex arrays")
+    from tracer.numpy.util import promote_shapes
+    x1, x2 = promote_shapes("ldexp", x1, lax.convert_element_type(x2, np.int32))
+    _, _, bias = _float_layout(dt)
+    lo, hi = 1 - bias, bias
+
+    def clamp(v, a, b):
+        return lax.clamp(lax.full((), a, np.int32), v, lax.full((), b, np.int32))
+
+    # Three factors, each within the normal range, reach every representable result;
+    # the large factor goes first so that only the last product can round.
+    e = clamp(x2, 3 * lo, 3 * hi)
+    e1 = clamp(e, lo, hi)
+    rest = lax.sub(e, e1)
+    e2 = clamp(rest, lo, hi)
+    e3 = lax.sub(rest, e2)
+    out = lax.mul(x1, _exact_pow2(e1, dt))
+    out = lax.mul(out, _exact_pow2(e2, dt))
+    return lax.mul(out, _exact_pow2(e3, dt))
+
+
+def modf(x, /, out=None):
+    """Fractional and integral parts, both with the sign of ``x`` (``numpy.modf``)."""
+    if out is not None:
+        raise NotImplementedError("modf: the out argument is not supported")
+    x = _inexact_operand("modf", x)
+    whole = trunc(x)
+    frac = lax.select(isinf(x), lax.full_like(x, 0), lax.sub(x, whole))
+    return copysign(frac, x), whole
+
+
+def hypot(x1, x2, /):
+    """sqrt(x1**2 + x2**2) without intermediate overflow or underflow (``numpy.hypot``);
+    inf if either is infinite, even when the other is NaN."""
+    a, b = _real_inexact_args("hypot", x1, x2)
+    a, b = lax.abs(a), lax.abs(b)
+    hi, lo = lax.max(a, b), lax.min(a, b)
+    safe_hi = lax.select(lax.eq(hi, _c(hi, 0)), lax.full_like(hi, 1), hi)
+    r = lax.div(lo, safe_hi)
+    out = lax.mul(hi, lax.sqrt(lax.add(_c(r, 1), lax.mul(r, r))))
+    out = lax.select(lax.eq(hi, _c(hi, 0)), hi, out)
+    either_inf = lax.bitwise_or(isinf(a), isinf(b))
+    return _select(either_inf, _c(out, np.inf), out)
+
+
+def logaddexp(x1, x2, /):
+    """log(exp(x1) + exp(x2)) without overflow (``numpy.logaddexp``); equal infinities
+    give that infinity."""
+    a, b = _real_inexact_args("logaddexp", x1, x2)
+    amax = lax.max(a, b)
+    delta = lax.sub(a, b)
+    nan_delta = lax.ne(delta, delta)
+    safe = lax.select(nan_delta, lax.full_like(delta, 0), delta)
+    out = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(safe)))))
+    # NaN delta: equal infinities (a + b is that infinity) or a NaN operand (a + b is NaN).
+    return lax.select(nan_delta, lax.add(a, b), out)
+
+
+def logaddexp2(x1, x2, /):
+    """log2(2**x1 + 2**x2) without overflow (``numpy.logaddexp2``)."""
+    a, b = _real_inexact_args("logaddexp2", x1, x2)
+    amax = lax.max(a, b)
+    delta = lax.sub(a, b)
+    nan_delta = lax.ne(delta, delta)
+    safe = lax.select(nan_delta, lax.full_like(delta, 0), delta)
+    out = lax.add(amax, lax.div(lax.log1p(lax.exp2(lax.neg(lax.abs(safe)))),
+                                _c(amax, np.log(2.0))))
+    return lax.select(nan_delta, lax.add(a, b), out)
+
+
+def fmax(x1, x2, /):
+    """Element-wise maximum ignoring NaNs (``numpy.fmax``): NaN only if both are NaN."""
+    a, b = promote_args("fmax", x1, x2)
+    if not dtypes.is_inexact(_dt(a)):
+        return lax.max(a, b)
+    return lax.select(lax.ne(b, b), a, lax.select(lax.ne(a, a), b, maximum(a, b)))
+
+
+def fmin(x1, x2, /):
+    """Element-wise minimum ignoring NaNs (``numpy.fmin``)."""
+    a, b = promote_args("fmin", x1, x2)
+    if not dtypes.is_inexact(_dt(a)):
+        return lax.min(a, b)
+    return lax.select(lax.ne(b, b), a, lax.select(lax.ne(a, a), b, minimum(a, b)))
+
+
+
+def _euclid(a, b):
+    """gcd of non-negative integer arrays by Euclid's algorithm, unrolled to the bound on
+    its steps for the dtype (about 1.44 log2 of the largest value); eager calls stop as
+    soon as every remainder is zero."""
+    from tracer.core import concrete_value
+    steps = int(1.45 * 8 * _dt(a).itemsize) + 3
+    zero = lax.full_like(b, 0)
+    for _ in range(steps):
+        bv = concrete_value(b)
+        if bv is not None and not np.any(bv):
+            break
+        bz = lax.eq(b, zero)
+        r = lax.rem(a, lax.select(bz, lax.full_like(b, 1), b))
+        a, b = lax.select(bz, a, b), lax.select(bz, b, r)
+    return a
+
+
+def _full_broadcast(*args):
+    """Broadcast every argument (rank-0 ones included) to the common shape."""
+    from tracer.numpy.util import broadcast_to_shape
+    shape = np.broadcast_shapes(*(get_aval(a).shape for a in args))
+    return [broadcast_to_shape(a, shape) for a in args]
+
+
+def gcd(x1, x2, /):
+    """Greatest common divisor of |x1| and |x2| (``numpy.gcd``); gcd(0, 0) = 0."""
+    a, b = promote_args("gcd", x1, x2)
+    if not dtypes.is_integer(_dt(a)):
+        raise TypeError(f"gcd is only defined for integer arrays, got {_dt(a).name}")
+    a, b = _full_broadcast(absolute(a), absolute(b))
+    return _euclid(lax.max(a, b), lax.min(a, b))
+
+
+def lcm(x1, x2, /):
+    """Least common multiple of |x1| and |x2| (``numpy.lcm``); 0 if either is 0."""
+    a, b = promote_args("lcm", x1, x2)
+    if not dtypes.is_integer(_dt(a)):
+        raise TypeError(f"lcm is only defined for integer arrays, got {_dt(a).name}")
+    a, b = _full_broadcast(absolute(a), absolute(b))
+    g = _euclid(lax.max(a, b), lax.min(a, b))
+    gz = lax.eq(g, lax.full_like(g, 0))
+    out = lax.mul(lax.div(a, lax.select(gz, lax.full_like(g, 1), g)), b)
+    return lax.select(gz, lax.full_like(g, 0), out)
+
+
+def heaviside(x1, x2, /):
+    """The Heaviside step: 0 for x1 < 0, x2 at 0, 1 for x1 > 0 (``numpy.heaviside``);
+    NaN for NaN."""
+    a, b = _real_inexact_args("heaviside", x1, x2)
+    shape = np.broadcast_shapes(get_aval(a).shape, get_aval(b).shape)
+    from tracer.numpy.util import broadcast_to_shape
+    a, b = broadcast_to_shape(a, shape), broadcast_to_shape(b, shape)
+    zero, one = lax.full_like(a, 0), lax.full_like(a, 1)
+    out = lax.select(lax.lt(a, zero), zero, lax.select(lax.gt(a, zero), one, b))
+    return lax.select(lax.ne(a, a), a, out)
+
+
+def sinc(x, /):
+    """sin(pi x) / (pi x), 1 at 0 (``numpy.sinc``). Near 0 a Taylor polynomial gives the
+    value and all derivatives of the limit (sinc'(0) = 0, sinc''(0) = -pi^2/3)."""
+    x = _inexact_operand("sinc", x)
+    px = lax.mul(x, _c(x, np.pi))
+    small = lax.lt(lax.abs(px), _c(x, 0.05)) if not dtypes.is_complex(_dt(x)) else \
+        lax.lt(lax.abs(px), lax.full((), 0.05, dtypes.real_dtype(_dt(x))))
+    safe = lax.select(small, lax.full_like(px, 1), px)
+    z2 = lax.mul(px, px)
+    # 1 - z^2/3! + z^4/5! - z^6/7! + z^8/9!
+    poly = _c(x, 1 / 362880)
+    for coef in (-1 / 5040, 1 / 120, -1 / 6, 1.0):
+        poly = lax.add(lax.mul(poly, z2), _c(x, coef))
+    return lax.select(small, poly, lax.div(lax.sin(safe), safe))
+
+
+def _i0_real(x):
+    dt = _dt(x)
+    wide = dt == np.float64
+    cut, n_series, n_asym = (40.0, 95, 26) if wide else (20.0, 45, 12)
+    ax = lax.abs(x)
+    xs = lax.min(ax, _c(x, cut))
+    y = lax.mul(lax.mul(xs, xs), _c(x, 0.25))
+    # sum_k (x^2/4)^k / (k!)^2 nested as 1 + y/1 (1 + y/4 (1 + y/9 (...))): all terms
+    # positive, no cancellation and no underflowing coefficients.
+    s = lax.full_like(x, 1)
+    for k in range(n_series, 0, -1):
+        s = lax.add(_c(x, 1), lax.mul(s, lax.mul(y, _c(x, 1.0 / (k * k)))))
+    # Large |x|: e^x / sqrt(2 pi x) * sum_k ((2k-1)!!)^2 / (k! (8x)^k).
+    xb = lax.max(ax, _c(x, cut))
+    inv = lax.div(_c(x, 1), xb)
+    coefs = [1.0]
+    for k in range(1, n_asym):
+        coefs.append(coefs[-1] * (2 * k - 1) ** 2 / (8.0 * k))
+    t = _c(x, coefs[-1])
+    for c in reversed(coefs[:-1]):
+        t = lax.add(lax.mul(t, inv), _c(x, c))
+    half = lax.exp(lax.mul(xb, _c(x, 0.5)))
+    big = lax.mul(half, lax.mul(half, lax.div(t, lax.sqrt(lax.mul(xb, _c(x, 2 * np.pi))))))
+    return lax.select(lax.gt(ax, _c(x, cut)), big, s)
+
+
+def i0(x):
+    """The modified Bessel function of the first kind, order 0 (``numpy.i0``); real
+    input only (a series for small |x|, the asymptotic expansion for large |x|)."""
+    x = _inexact_operand("i0", x)
+    if dtypes.is_complex(_dt(x)):
+        raise TypeError("i0 of complex input is not supported")
+    if _lax_prim("bessel_i0e") is not None:
+        return lax.mul(lax.exp(lax.abs(x)), lax.bessel_i0e(x))
+    if _dt(x) == np.float16:
+        return lax.convert_element_type(_i0_real(lax.convert_element_type(x, np.float32)),
+                                        np.float16)
+    return _i0_real(x)
+
+
+def angle(z, deg=False):
+    """The argument of complex ``z`` (``numpy.angle``), in radians unless ``deg``."""
+    check_arraylike("angle", z)
+    z = as_operand(z)
+    if dtypes.is_complex(_dt(z)):
+        re, im = lax.real(z), lax.imag(z)
+    else:
+        (re,) = promote_dtypes_inexact(z)
+        im = lax.full_like(re, 0)
+    out = lax.atan2(im, re)
+    return lax.mul(out, _c(out, 180 / np.pi)) if deg else out
+
+
+def bitwise_count(x, /):
+    """The number of 1 bits in |x| (``numpy.bitwise_count``), as uint8."""
+    check_arraylike("bitwise_count", x)
+    (x,) = promote_dtypes(x)
+    dt = _dt(x)
+    if not (dtypes.is_integer(dt) or dt == np.bool_):
+        raise TypeError(f"bitwise_count is only defined for integer arrays, got {dt.name}")
+    if dt == np.bool_:
+        return lax.convert_element_type(x, np.uint8)
+    if dtypes.is_signed_integer(dt):
+        x = lax.abs(x)
+    return lax.convert_element_type(lax.population_count(x), np.uint8)
+
+
+def iscomplex(x):
+    """True where the imaginary part is nonzero (``numpy.iscomplex``)."""
+    x = as_operand(x)
+    if not dtypes.is_complex(_dt(x)):
+        return lax.full_like(x, False, dtypes.bool_)
+    return lax.ne(lax.imag(x), lax.full((), 0, dtypes.real_dtype(_dt(x))))
+
+
+def isreal(x):
+    """True where the imaginary part is zero (``numpy.isreal``)."""
+    x = as_operand(x)
+    if not dtypes.is_complex(_dt(x)):
+        return lax.full_like(x, True, dtypes.bool_)
+    return lax.eq(lax.imag(x), lax.full((), 0, dtypes.real_dtype(_dt(x))))
+
+
+def isrealobj(x):
+    """True unless ``x`` has a complex dtype (``numpy.isrealobj``)."""
+    return not dtypes.is_complex(dtypes.dtype_and_weak_type(as_operand(x))[0])
+
+
+def iscomplexobj(x):
+    """True if ``x`` has a complex dtype (``numpy.iscomplexobj``)."""
+    return dtypes.is_complex(dtypes.dtype_and_weak_type(as_operand(x))[0])
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|a - b| <= atol + rtol |b| element-wise (``numpy.isclose``); equal infinities are
+    close, NaNs only with ``equal_nan``."""
+    a, b = promote_args("isclose", a, b)
+    dt = _dt(a)
+    if dt == np.bool_:
+        return equal(a, b)
+    if not dtypes.is_inexact(dt):
+        a, b = promote_dtypes_inexact(a, b)
+        dt = _dt(a)
+    a, b = _full_broadcast(a, b)
+    rdt = dtypes.real_dtype(dt)
+    tol = lax.add(lax.full((), atol, rdt), lax.mul(lax.full((), rtol, rdt), lax.abs(b)))
+    finite_close = lax.le(lax.abs(lax.sub(a, b)), tol)
+    any_inf = lax.bitwise_or(isinf(a), isinf(b))
+    out = lax.select(any_inf, lax.eq(a, b), finite_close)
+    if equal_nan:
+        out = lax.bitwise_or(out, lax.bitwise_and(isnan(a), isnan(b)))
+    return out
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """Replace NaN by ``nan`` and ±inf by ``posinf``/``neginf`` (default: the largest
+    finite values of the dtype) (``numpy.nan_to_num``)."""
+    check_arraylike("nan_to_num", x)
+    x = as_operand(x)
+    dt = _dt(x)
+    if dtypes.is_complex(dt):
+        re = nan_to_num(lax.real(x), nan=nan, posinf=posinf, neginf=neginf)
+        im = nan_to_num(lax.imag(x), nan=nan, posinf=posinf, neginf=neginf)
+        return lax.complex(re, im)
+    if not dtypes.is_inexact(dt):
+        return x
+    fi = np.finfo(dt)
+    posinf = fi.max if posinf is None else posinf
+    neginf = fi.min if neginf is None else neginf
+    out = _select(lax.ne(x, x), _c(x, nan), x)
+    out = _select(isposinf(x), _c(x, posinf), out)
+    return _select(isneginf(x), _c(x, neginf), out)

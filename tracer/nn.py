@@ -1,0 +1,521 @@
+"""tracer.nn: neural-network activation functions and friends (``jax.nn``'s API).
+
+Every function is a composition of lax primitives (grad, vmap and jit go through them),
+written for numerical stability: ``logsumexp``/``softmax``/``log_softmax`` subtract the
+maximum (rows of -inf give -inf / NaN as in JAX), ``softplus`` and ``log_sigmoid`` never
+overflow, ``elu``/``celu``/``selu`` see a clamped argument in their exponential branch so
+that the untaken branch cannot put NaN into gradients. Derivatives at the kinks follow
+JAX: relu'(0) = 0, relu6'(0) = relu6'(6) = 0, leaky_relu'(0) = 1, hard_tanh'(±1) = 1
+(each is written with ``select`` so the derivative is that of the chosen branch).
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+import lax
+from tracer import dtypes
+from tracer.core import get_aval
+from tracer.numpy import reductions as _red
+from tracer.numpy import ufuncs as _uf
+from tracer.numpy.util import (as_operand, canonicalize_axis_tuple, check_arraylike,
+                               promote_dtypes_inexact)
+from tracer.numpy.ufuncs import tanh  # noqa: F401  (jax.nn.tanh is jnp.tanh)
+
+__all__ = ["celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu",
+           "hard_swish", "hard_tanh", "identity", "leaky_relu", "log1mexp", "log_sigmoid",
+           "log_softmax", "logmeanexp", "logsumexp", "mish", "one_hot", "relu", "relu6",
+           "scaled_matmul", "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus",
+           "sparse_plus", "sparse_sigmoid", "squareplus", "standardize", "normalize",
+           "swish", "tanh"]
+
+
+def _x(name, x):
+    check_arraylike(name, x)
+    (x,) = promote_dtypes_inexact(x)
+    return x
+
+
+def _c(x, v):
+    return lax.full((), v, get_aval(x).dtype)
+
+
+def _zeros(x):
+    return lax.full_like(x, 0)
+
+
+def _stop_gradient(x):
+    from tracer.interpreters import ad
+    sg = getattr(ad, "stop_gradient", None)
+    return x if sg is None else sg(x)
+
+
+# ===================================== activations =======================================
+
+def identity(x):
+    """The identity ``x`` (``jax.nn.identity``)."""
+    return as_operand(x)
+
+
+def relu(x):
+    """max(x, 0), with relu'(0) = 0 (``jax.nn.relu``)."""
+    x = as_operand(x)
+    check_arraylike("relu", x)
+    return lax.select(lax.gt(x, _c(x, 0)), x, _zeros(x))
+
+
+def relu6(x):
+    """min(max(x, 0), 6), with zero derivative at 0 and 6 (``jax.nn.relu6``)."""
+    x = as_operand(x)
+    inside = lax.select(lax.lt(x, _c(x, 6)), x, lax.full_like(x, 6))
+    return lax.select(lax.gt(x, _c(x, 0)), inside, _zeros(x))
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)) (``jax.nn.sigmoid``, lax.logistic)."""
+    return lax.logistic(_x("sigmoid", x))
+
+
+def log_sigmoid(x):
+    """log(sigmoid(x)) = -softplus(-x), without overflow (``jax.nn.log_sigmoid``)."""
+    x = _x("log_sigmoid", x)
+    return lax.neg(softplus(lax.neg(x)))
+
+
+def softplus(x):
+    """log(1 + exp(x)) = logaddexp(x, 0), exact for large |x| (``jax.nn.softplus``)."""
+    x = _x("softplus", x)
+    return _uf.logaddexp(x, _zeros(x))
+
+
+def sparse_plus(x):
+    """0 for x <= -1, x for x >= 1, (x + 1)^2 / 4 between (``jax.nn.sparse_plus``)."""
+    x = _x("sparse_plus", x)
+    quad = lax.mul(_c(x, 0.25), lax.square(lax.add(x, _c(x, 1))))
+    return lax.select(lax.le(x, _c(x, -1)), _zeros(x),
+                      lax.select(lax.ge(x, _c(x, 1)), x, quad))
+
+
+def sparse_sigmoid(x):
+    """0.5 clip(x + 1, 0, 2), the derivative of sparse_plus (``jax.nn.sparse_sigmoid``)."""
+    x = _x("sparse_sigmoid", x)
+    return lax.mul(_c(x, 0.5), _uf.minimum(_uf.maximum(lax.add(x, _c(x, 1)), _c(x, 0)),
+                                           _c(x, 2)))
+
+
+def soft_sign(x):
+    """x / (|x| + 1) (``jax.nn.soft_sign``)."""
+    x = _x("soft_sign", x)
+    return lax.div(x, lax.add(lax.abs(x), _c(x, 1)))
+
+
+def silu(x):
+    """x * sigmoid(x) (``jax.nn.silu``; also ``swish``)."""
+    x = _x("silu", x)
+    return lax.mul(x, lax.logistic(x))
+
+
+swish = silu
+
+
+def hard_sigmoid(x):
+    """relu6(x + 3) / 6 (``jax.nn.hard_sigmoid``)."""
+    x = _x("hard_sigmoid", x)
+    return lax.div(relu6(lax.add(x, _c(x, 3))), _c(x, 6))
+
+
+def hard_silu(x):
+    """x * hard_sigmoid(x) (``jax.nn.hard_silu``; also ``hard_swish``)."""
+    x = _x("hard_silu", x)
+    return lax.mul(x, hard_sigmoid(x))
+
+
+hard_swish = hard_silu
+
+
+def hard_tanh(x):
+    """-1 below -1, 1 above 1, x between (derivative 1 at ±1) (``jax.nn.hard_tanh``)."""
+    x = _x("hard_tanh", x)
+    return lax.select(lax.gt(x, _c(x, 1)), lax.full_like(x, 1),
+                      lax.select(lax.lt(x, _c(x, -1)), lax.full_like(x, -1), x))
+
+
+def leaky_relu(x, negative_slope=1e-2):
+    """x for x >= 0, negative_slope * x below (``jax.nn.leaky_relu``)."""
+    x = _x("leaky_relu", x)
+    return _select_b(lax.ge(x, _c(x, 0)), x, _uf.multiply(negative_slope, x))
+
+
+def _select_b(pred, a, b):
+    from tracer.numpy.manipulation import where
+    return where(pred, a, b)
+
+
+def elu(x, alpha=1.0):
+    """x for x > 0, alpha (exp(x) - 1) otherwise (``jax.nn.elu``)."""
+    x = _x("elu", x)
+    pos = lax.gt(x, _c(x, 0))
+    safe = lax.select(pos, _zeros(x), x)
+    return _select_b(pos, x, _uf.multiply(alpha, lax.expm1(safe)))
+
+
+def selu(x):
+    """scale * elu(x, alpha) with the self-normalizing constants (``jax.nn.selu``)."""
+    alpha = 1.6732632423543772848170429916717
+    scale = 1.0507009873554804934193349852946
+    x = _x("selu", x)
+    return lax.mul(_c(x, scale), elu(x, alpha))
+
+
+def celu(x, alpha=1.0):
+    """max(x, 0) + alpha expm1(min(x, 0) / alpha) (``jax.nn.celu``)."""
+    x = _x("celu", x)
+    return _uf.add(_uf.maximum(x, _c(x, 0)),
+                   _uf.multiply(alpha, lax.expm1(_uf.true_divide(_uf.minimum(x, _c(x, 0)),
+                                                                 alpha))))
+
+
+def gelu(x, approximate: bool = True):
+    """The Gaussian error linear unit (``jax.nn.gelu``): the tanh approximation by
+    default, x * Phi(x) = x (1 + erf(x / sqrt 2)) / 2 when ``approximate=False``."""
+    x = _x("gelu", x)
+    if approximate:
+        c = float(np.sqrt(2 / np.pi))
+        inner = lax.mul(_c(x, c), lax.add(x, lax.mul(_c(x, 0.044715), lax.integer_pow(x, 3))))
+        return lax.mul(lax.mul(_c(x, 0.5), x), lax.add(_c(x, 1), lax.tanh(inner)))
+    if dtypes.is_complex(get_aval(x).dtype):
+        raise TypeError("gelu(approximate=False) is not defined for complex input")
+    cdf = lax.mul(_c(x, 0.5), lax.add(_c(x, 1), lax.erf(lax.mul(x, _c(x, 1 / np.sqrt(2))))))
+    return lax.mul(x, cdf)
+
+
+def glu(x, axis=-1):
+    """Gated linear unit: a * sigmoid(b) for the two halves a, b of ``axis``
+    (``jax.nn.glu``)."""
+    x = _x("glu", x)
+    (axis,) = canonicalize_axis_tuple(axis, get_aval(x).ndim, "glu")
+    n = get_aval(x).shape[axis]
+    if n % 2:
+        raise ValueError(f"glu: axis {axis} of size {n} must be even to split in halves")
+    a = lax.slice_in_dim(x, 0, n // 2, 1, axis)
+    b = lax.slice_in_dim(x, n // 2, n, 1, axis)
+    return lax.mul(a, lax.logistic(b))
+
+
+def mish(x):
+    """x * tanh(softplus(x)) (``jax.nn.mish``)."""
+    x = _x("mish", x)
+    return lax.mul(x, lax.tanh(softplus(x)))
+
+
+def squareplus(x, b=4):
+    """(x + sqrt(x^2 + b)) / 2 (``jax.nn.squareplus``)."""
+    x = _x("squareplus", x)
+    y = _uf.sqrt(_uf.add(lax.square(x), b))
+    return _uf.multiply(_uf.add(x, y), 0.5)
+
+
+def log1mexp(x):
+    """log(1 - exp(-x)) for x >= 0, accurate for small and large x (``jax.nn.log1mexp``;
+    Maechler's switch at log 2)."""
+    x = _x("log1mexp", x)
+    small = lax.le(x, _c(x, np.log(2.0)))
+    return lax.select(small, lax.log(lax.neg(lax.expm1(lax.neg(x)))),
+                      lax.log1p(lax.neg(lax.exp(lax.neg(x)))))
+
+
+# ====================================== reductions =======================================
+
+def _axes(axis, nd, fname):
+    return canonicalize_axis_tuple(axis, nd, fname)
+
+
+def _masked(x, where, fill):
+    if where is None:
+        return x
+    from tracer.numpy.manipulation import broadcast_to
+    w = broadcast_to(as_operand(where), get_aval(x).shape)
+    return lax.select(w, x, lax.full_like(x, fill))
+
+
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
+    """log(sum(b * exp(a))) over ``axis``, computed as max + log(sum(exp(a - max)))
+    (``jax.nn.logsumexp`` / ``jax.scipy.special.logsumexp``). A slice of -inf gives -inf,
+    +inf gives +inf; with ``b`` the sum may be negative: ``return_sign`` returns
+    (log|sum|, sign), otherwise a negative sum gives NaN."""
+    a = _x("logsumexp", a)
+    if b is not None:
+        a, b = promote_dtypes_inexact(a, b)
+        from tracer.numpy.manipulation import broadcast_arrays
+        a, b = broadcast_arrays(a, b)
+    nd = get_aval(a).ndim
+    axes = _axes(axis, nd, "logsumexp")
+    am = _masked(a, where, -np.inf)
+    is_complex = dtypes.is_complex(get_aval(a).dtype)
+    if is_complex:
+        amax = lax.reduce_max(lax.real(am), axes) if axes else lax.real(am)
+    else:
+        amax = lax.reduce_max(am, axes) if axes else am
+    amax = lax.select(_uf.isfinite(amax), amax, lax.full_like(amax, 0))
+    amax = _stop_gradient(amax)
+    shape_keep = list(get_aval(a).shape)
+    for i in axes:
+        shape_keep[i] = 1
+    amax_k = lax.reshape(amax, tuple(shape_keep))
+    amax_b = lax.broadcast_in_dim(amax_k, get_aval(a).shape, tuple(range(nd))) if nd else amax_k
+    if is_complex:
+        amax_b = lax.convert_element_type(amax_b, get_aval(a).dtype)
+    e = lax.exp(lax.sub(a, amax_b))
+    if b is not None:
+        e = lax.mul(e, b)
+    e = _masked(e, where, 0)
+    s = lax.reduce_sum(e, axes) if axes else e
+    sign = lax.sign(s)
+    if not is_complex or return_sign:
+        s = lax.abs(s)
+    out = lax.add(lax.log(s), amax if not is_complex else
+                  lax.convert_element_type(amax, get_aval(s).dtype))
+    if keepdims:
+        out = lax.reshape(out, tuple(shape_keep))
+        sign = lax.reshape(sign, tuple(shape_keep))
+    if return_sign:
+        return out, sign
+    if b is not None and not is_complex:
+        out = lax.select(lax.lt(sign, lax.full_like(sign, 0)), lax.full_like(out, np.nan), out)
+    return out
+
+
+def logmeanexp(x, axis=None, where=None, keepdims=False):
+    """log(mean(exp(x))) over ``axis`` (``jax.nn.logmeanexp``): logsumexp - log(count)."""
+    x = _x("logmeanexp", x)
+    nd = get_aval(x).ndim
+    axes = _axes(axis, nd, "logmeanexp")
+    lse = logsumexp(x, axes, keepdims=keepdims, where=where)
+    if where is None:
+        n = 1
+        for i in axes:
+            n *= get_aval(x).shape[i]
+        return lax.sub(lse, _c(lse, np.log(n) if n else np.nan))
+    from tracer.numpy.manipulation import broadcast_to
+    w = broadcast_to(as_operand(where), get_aval(x).shape)
+    cnt = _red.sum(w, axis=axes, keepdims=keepdims, dtype=get_aval(x).dtype)
+    return lax.sub(lse, lax.log(cnt))
+
+
+def softmax(x, axis=-1, where=None, initial=None):
+    """exp(x - max) / sum(exp(x - max)) over ``axis`` (``jax.nn.softmax``); entries
+    masked out by ``where`` are 0."""
+    x = _x("softmax", x)
+    nd = get_aval(x).ndim
+    axes = _axes(axis, nd, "softmax")
+    xm = _masked(x, where, -np.inf)
+    m = _red.max(xm, axis=axes, keepdims=True, initial=-np.inf)
+    # As in JAX, a non-finite maximum is not replaced: rows of -inf (or with +inf) give
+    # NaN, where logsumexp gives -inf (+inf).
+    m = _stop_gradient(m)
+    e = lax.exp(lax.sub(x, lax.broadcast_in_dim(m, get_aval(x).shape, tuple(range(nd)))
+                        if nd else m))
+    e = _masked(e, where, 0)
+    s = _red.sum(e, axis=axes, keepdims=True)
+    return lax.div(e, lax.broadcast_in_dim(s, get_aval(x).shape, tuple(range(nd)))
+                   if nd else s)
+
+
+def log_softmax(x, axis=-1, where=None, initial=None):
+    """x - logsumexp(x) over ``axis``, computed as (x - max) - log(sum(exp(x - max)))
+    (``jax.nn.log_softmax``); entries masked out by ``where`` are -inf."""
+    x = _x("log_softmax", x)
+    nd = get_aval(x).ndim
+    axes = _axes(axis, nd, "log_softmax")
+    xm = _masked(x, where, -np.inf)
+    m = _red.max(xm, axis=axes, keepdims=True, initial=-np.inf)
+    # As in JAX, a non-finite maximum is not replaced: rows of -inf (or with +inf) give
+    # NaN, where logsumexp gives -inf (+inf).
+    m = _stop_gradient(m)
+    shifted = lax.sub(x, lax.broadcast_in_dim(m, get_aval(x).shape, tuple(range(nd)))
+                      if nd else m)
+    e = _masked(lax.exp(shifted), where, 0)
+    lse = lax.log(_red.sum(e, axis=axes, keepdims=True))
+    out = lax.sub(shifted, lax.broadcast_in_dim(lse, get_aval(x).shape, tuple(range(nd)))
+                  if nd else lse)
+    return _masked(out, where, -np.inf)
+
+
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, *,
+                algorithm="fast"):
+    """(x - mean) / sqrt(variance + epsilon) over ``axis`` (``jax.nn.standardize``):
+    ``algorithm='fast'`` uses mean(x^2) - mean(x)^2 clipped at 0, 'stable' the two-pass
+    variance."""
+    x = _x("standardize", x)
+    axes = _axes(axis, get_aval(x).ndim, "standardize")
+    if mean is None:
+        mean = _red.mean(x, axes, keepdims=True, where=where)
+    if variance is None:
+        if algorithm == "stable":
+            variance = _red.mean(lax.square(_uf.subtract(x, mean)), axes, keepdims=True,
+                                 where=where)
+        elif algorithm == "fast":
+            variance = _uf.subtract(_red.mean(lax.square(x), axes, keepdims=True,
+                                              where=where), _uf.square(mean))
+            variance = _uf.maximum(variance, 0)
+        else:
+            raise ValueError(f"standardize: unknown algorithm {algorithm!r}; expected "
+                             f"'fast' or 'stable'")
+    return _uf.multiply(_uf.subtract(x, mean), lax.rsqrt(_uf.add(variance, epsilon)))
+
+
+normalize = standardize
+
+
+def one_hot(x, num_classes, *, dtype=None, axis=-1):
+    """One-hot encoding of the integers ``x``: a new axis of size ``num_classes`` (at
+    ``axis``) holding 1 at the index and 0 elsewhere; out-of-range values give all zeros
+    (``jax.nn.one_hot``; default dtype the default float)."""
+    x = as_operand(x, "one_hot")
+    num_classes = operator.index(num_classes)
+    dt = dtypes.canonicalize_dtype(dtype) if dtype is not None else \
+        dtypes.default_float_dtype()
+    nd = get_aval(x).ndim
+    (ax,) = canonicalize_axis_tuple(axis, nd + 1, "one_hot")
+    out_shape = list(get_aval(x).shape)
+    out_shape.insert(ax, num_classes)
+    out_shape = tuple(out_shape)
+    xdt = get_aval(x).dtype
+    if dtypes.is_complex(xdt):
+        raise TypeError("one_hot: x must be real-valued")
+    cmp_dt = xdt if xdt != np.bool_ else dtypes.default_int_dtype()
+    iota = lax.broadcasted_iota(cmp_dt, out_shape, ax)
+    xb = lax.broadcast_in_dim(lax.convert_element_type(x, cmp_dt), out_shape,
+                              tuple(i for i in range(nd + 1) if i != ax))
+    return lax.convert_element_type(lax.eq(xb, iota), dt)
+
+
+# ====================================== attention ========================================
+
+def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None,
+                          is_causal=False, query_seq_lengths=None,
+                          key_value_seq_lengths=None, local_window_size=None,
+                          implementation=None, return_residual=False):
+    """Scaled dot-product attention (``jax.nn.dot_product_attention``, the 'xla' path):
+    softmax(Q K^T * scale + bias, masked) V.
+
+    Shapes: query (B, T, N, H) or (T, N, H); key and value (B, S, K, H) with N divisible
+    by K (grouped-query attention repeats each key/value head N/K times). ``bias`` and
+    ``mask`` broadcast to (B, N, T, S); ``is_causal`` masks keys after the query position;
+    ``query_seq_lengths`` / ``key_value_seq_lengths`` (B,) mask padding;
+    ``local_window_size`` (left, right) keeps keys within the window. Returns (B, T, N, H)
+    (and the logsumexp residual (B, N, T) with ``return_residual``)."""
+    if implementation not in (None, "xla"):
+        raise ValueError(f"dot_product_attention: implementation {implementation!r} is not "
+                         f"available; only 'xla' (the reference computation) is")
+    q, k, v = promote_dtypes_inexact(query, key, value)
+    unbatched = get_aval(q).ndim == 3
+    if unbatched:
+        q, k, v = (lax.expand_dims(t, (0,)) for t in (q, k, v))
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        if get_aval(t).ndim != 4:
+            raise ValueError(f"dot_product_attention: {name} must have rank 3 or 4, got "
+                             f"shape {get_aval(t).shape}")
+    B, T, N, H = get_aval(q).shape
+    _, S, K, Hk = get_aval(k).shape
+    if get_aval(v).shape[:3] != (B, S, K) or Hk != H or get_aval(k).shape[0] != B:
+        raise ValueError(f"dot_product_attention: incompatible shapes query "
+                         f"{get_aval(q).shape}, key {get_aval(k).shape}, value "
+                         f"{get_aval(v).shape}")
+    if N % K:
+        raise ValueError(f"dot_product_attention: the number of query heads ({N}) must be a "
+                         f"multiple of the number of key/value heads ({K})")
+    G = N // K
+    scale = 1.0 / np.sqrt(H) if scale is None else scale
+    dt = get_aval(q).dtype
+    # logits (B, N, T, S) with query head n = k * G + g attending to key head k.
+    qg = lax.reshape(q, (B, T, K, G, H))
+    logits = lax.dot_general(qg, k, (((4,), (3,)), ((0, 2), (0, 2))))  # (B, K, T, G, S)
+    logits = lax.transpose(logits, (0, 1, 3, 2, 4))
+    logits = lax.reshape(logits, (B, N, T, S))
+    logits = _uf.multiply(logits, lax.full((), scale, dt))
+    if bias is not None:
+        bias = as_operand(bias)
+        if unbatched and get_aval(bias).ndim == 3:
+            bias = lax.expand_dims(bias, (0,))
+        logits = _uf.add(logits, bias)
+    keep = None
+
+    def and_(m, c):
+        return c if m is None else lax.bitwise_and(m, c)
+
+    shape4 = (B, N, T, S)
+    if mask is not None:
+        mask = as_operand(mask)
+        if unbatched and get_aval(mask).ndim == 3:
+            mask = lax.expand_dims(mask, (0,))
+        from tracer.numpy.manipulation import broadcast_to
+        keep = and_(keep, broadcast_to(lax.ne(mask, lax.full_like(mask, 0)) if
+                                       get_aval(mask).dtype != np.bool_ else mask, shape4))
+    tpos = lax.broadcasted_iota(np.int32, shape4, 2)
+    spos = lax.broadcasted_iota(np.int32, shape4, 3)
+    if is_causal:
+        keep = and_(keep, lax.le(spos, tpos))
+    if local_window_size is not None:
+        left, right = (local_window_size, local_window_size) if isinstance(
+            local_window_size, int) else local_window_size
+        keep = and_(keep, lax.ge(spos, lax.sub(tpos, lax.full((), left, np.int32))))
+        keep = and_(keep, lax.le(spos, lax.add(tpos, lax.full((), right, np.int32))))
+    if query_seq_lengths is not None:
+        ql = lax.convert_element_type(as_operand(query_seq_lengths), np.int32)
+        keep = and_(keep, lax.lt(tpos, lax.broadcast_in_dim(ql, shape4, (0,))))
+    if key_value_seq_lengths is not None:
+        kl = lax.convert_element_type(as_operand(key_value_seq_lengths), np.int32)
+        keep = and_(keep, lax.lt(spos, lax.broadcast_in_dim(kl, shape4, (0,))))
+    if keep is not None:
+        # JAX fills masked logits with the dtype's lowest finite value, so fully masked
+        # rows give a uniform average rather than NaN.
+        logits = lax.select(keep, logits, lax.full_like(logits, float(np.finfo(dt).min)))
+    probs = softmax(logits, axis=-1)
+    # out (B, T, N, H): sum_s probs[b, n, t, s] v[b, s, n // G, h]
+    pg = lax.reshape(probs, (B, K, G, T, S))
+    out = lax.dot_general(pg, v, (((4,), (1,)), ((0, 1), (0, 2))))  # (B, K, G, T, H)
+    out = lax.transpose(out, (0, 3, 1, 2, 4))
+    out = lax.reshape(out, (B, T, N, H))
+    if unbatched:
+        out = lax.squeeze(out, (0,))
+    if return_residual:
+        res = logsumexp(logits, axis=-1)
+        if unbatched:
+            res = lax.squeeze(res, (0,))
+        return out, res
+    return out
+
+
+def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=np.float32):
+    """Block-scaled matrix multiplication (``jax.nn.scaled_matmul``, the reference path):
+    lhs (B, M, K) and rhs (B, N, K) are multiplied by their scales (B, M, K / block) and
+    (B, N, K / block), each scale covering ``block`` consecutive entries of K, and
+    contracted over K: the result is (B, M, N) of ``preferred_element_type``."""
+    lhs, rhs, ls, rs = (as_operand(t) for t in (lhs, rhs, lhs_scales, rhs_scales))
+    out_dt = dtypes.canonicalize_dtype(preferred_element_type)
+    for name, t in (("lhs", lhs), ("rhs", rhs), ("lhs_scales", ls), ("rhs_scales", rs)):
+        if get_aval(t).ndim != 3:
+            raise ValueError(f"scaled_matmul: {name} must be rank 3, got shape "
+                             f"{get_aval(t).shape}")
+    B, M, K = get_aval(lhs).shape
+    B2, N, K2 = get_aval(rhs).shape
+    if (B, K) != (B2, K2):
+        raise ValueError(f"scaled_matmul: lhs {get_aval(lhs).shape} and rhs "
+                         f"{get_aval(rhs).shape} must agree on B and K")
+
+    def dequant(x, s, rows):
+        nb = get_aval(s).shape[2]
+        if get_aval(s).shape[:2] != (B, rows) or nb == 0 or K % nb:
+            raise ValueError(f"scaled_matmul: scales of shape {get_aval(s).shape} do not "
+                             f"divide operand of shape {get_aval(x).shape} into blocks")
+        blk = K // nb
+        x = lax.convert_element_type(x, out_dt)
+        s = lax.convert_element_type(s, out_dt)
+        s = lax.reshape(lax.broadcast_in_dim(s, (B, rows, nb, blk), (0, 1, 2)), (B, rows, K))
+        return lax.mul(x, s)
+
+    a = dequant(lhs, ls, M)
+    b = dequant(rhs, rs, N)
+    return lax.dot_general(a, b, (((2,), (2,)), ((0,), (0,))))
