@@ -30,6 +30,9 @@ from tracer.core import Array, Tracer, get_aval
 from tracer.errors import ConcretizationTypeError
 
 _NEWAXIS = "newaxis"
+# An Ellipsis that stands for no dimension still separates advanced indices (NumPy:
+# ``a[:, [0, 1], ..., 0]`` of a 2-D ``a`` puts the advanced dims first).
+_GAP = "ellipsis-gap"
 
 
 class _Slice:
@@ -190,15 +193,15 @@ def parse_index(shape, idx, fname="indexing"):
                          f"{n_used} were indexed (shape {tuple(shape)}, index {idx!r})")
     if n_ell:
         k = raw.index(Ellipsis)
-        raw = raw[:k] + [slice(None)] * (ndim - n_used) + raw[k + 1:]
+        raw = raw[:k] + ([slice(None)] * (ndim - n_used) or [_GAP]) + raw[k + 1:]
     else:
         raw = raw + [slice(None)] * (ndim - n_used)
 
     entries, new_shape, inserted = [], [], []
     d = 0
     for e in raw:
-        if e is _NEWAXIS:
-            entries.append(_NEWAXIS)
+        if e is _NEWAXIS or e is _GAP:
+            entries.append(e)
             continue
         if isinstance(e, slice):
             n = shape[d]
@@ -282,6 +285,8 @@ def _static_getitem(x, entries):
     starts, limits, strides, revs, squeeze_dims, new_axes = [], [], [], [], [], []
     dim = out_pos = 0
     for e in entries:
+        if e is _GAP:
+            continue
         if e is _NEWAXIS:
             new_axes.append(out_pos)
             out_pos += 1
@@ -355,7 +360,7 @@ def _dynamic_getitem(x, entries, wrap_negative_indices):
     starts, sizes, squeeze_dims, rest = [], [], [], []
     d = 0
     for e in entries:
-        if e is _NEWAXIS:
+        if e is _NEWAXIS or e is _GAP:
             rest.append(e)
             continue
         n = shape[d]
@@ -405,8 +410,13 @@ def index_to_gather(shape, entries, wrap_negative_indices=True):
     from tracer.numpy.util import broadcast_shapes
     adv_pos = [p for p, e in enumerate(entries) if isinstance(e, _Adv)]
     contiguous = all(b - a == 1 for a, b in zip(adv_pos, adv_pos[1:]))
-    adv_shape = broadcast_shapes(*[e.shape for e in entries if isinstance(e, _Adv)],
-                                 fname="indexing (advanced index arrays)") if adv_pos else ()
+    try:
+        adv_shape = broadcast_shapes(*[e.shape for e in entries if isinstance(e, _Adv)]) \
+            if adv_pos else ()
+    except ValueError:
+        raise IndexError("shape mismatch: indexing arrays could not be broadcast together "
+                         f"with shapes {[e.shape for e in entries if isinstance(e, _Adv)]} "
+                         f"(array shape {tuple(shape)})") from None
 
     # The output layout, in order: offset dims (step-1 slices) and batch dims (the
     # advanced block, strided slices, new axes).
@@ -417,6 +427,8 @@ def index_to_gather(shape, entries, wrap_negative_indices=True):
     placed = False
     adv_items = []
     for e in entries:
+        if e is _GAP:
+            continue
         if e is _NEWAXIS:
             layout.append(("new",))
             continue
