@@ -211,6 +211,31 @@ print(f"time per training step: tracer.jit {tracer_step * 1e6:.0f} us, plain Num
       f"accuracy {np_acc:.4f}")
 print(f"compile time {compile_s:.2f} s")
 
+# %% [markdown]
+# ## Pictures: the loss curve, some test digits with predictions, the confusion matrix
+
+# %%
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+pred = np.asarray(tnp.argmax(predict(params, X_test), axis=-1))
+confusion = np.zeros((10, 10), int)
+np.add.at(confusion, (y_test, pred), 1)
+fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+axes[0].plot(losses)
+axes[0].set(title="training loss", xlabel="step", yscale="log")
+axes[1].imshow(np.concatenate([X_test[i].reshape(8, 8) for i in range(8)], axis=1),
+               cmap="gray_r")
+axes[1].set(title="predicted: " + " ".join(str(p) for p in pred[:8]), xticks=[], yticks=[])
+axes[2].imshow(confusion, cmap="Blues")
+axes[2].set(title="confusion matrix (held out)", xlabel="predicted", ylabel="true")
+fig.tight_layout()
+out_png = os.path.join(os.path.dirname(os.path.abspath(__file__)), "05_training_digits.png")
+fig.savefig(out_png, dpi=80)
+print(f"figure saved to {out_png}")
+
 # %%
 if not FAST:
     assert test_acc >= 0.97, f"held-out accuracy {test_acc:.4f} is below 0.97"
