@@ -24,7 +24,6 @@ rounded value except for at most 1 ulp) are listed in each kernel's docstring an
 """
 from __future__ import annotations
 
-import cmath
 import math
 
 import numba
@@ -93,7 +92,8 @@ def _lgamma_pos(x, U, nstir):
     if x < 1.0:
         return x * (x - 1.0) * _cheb(U, x - 1.0) - math.log(x)
     if x <= 3.0:
-        return (x - 1.0) * (x - 2.0) * _cheb(U, x - 2.0)
+        # (+ 0.0: lgamma(1) and lgamma(2) are +0, not the -0 of the product)
+        return (x - 1.0) * (x - 2.0) * _cheb(U, x - 2.0) + 0.0
     if x < 13.0:
         prod = 1.0
         while x >= 3.0:
@@ -550,28 +550,20 @@ def bessel_i1e_f32(x):
     return _i1e(np.float64(x), C.I1E_A_32, C.I1E_M_32, C.I1E_B_32, C.I1E_C_32)
 
 
-# ------------------------------------------------------------- elementary (libm / cmath)
-# The lowering of the inverse trigonometric and hyperbolic functions calls these; the
-# eager impls use NumPy's ufuncs (the reference; both follow C99's branch cuts).
+# ------------------------------------------------------------------- elementary (libm)
+# The lowering of the real inverse trigonometric and hyperbolic functions calls these;
+# the eager impls use NumPy's ufuncs (the reference; C99 semantics). Complex operands run
+# NumPy's functions as host steps: Numba's cmath departs from C99 Annex G at infinite
+# and NaN components (e.g. cosh(inf + inf j)).
 
 @_jit
 def acos_real(x):
-    return math.acos(x)
-
-
-@_jit
-def acos_complex(z):
-    return cmath.acos(z)
+    return math.acos(x) if abs(x) <= 1.0 else (x if math.isnan(x) else NAN)
 
 
 @_jit
 def asin_real(x):
-    return math.asin(x)
-
-
-@_jit
-def asin_complex(z):
-    return cmath.asin(z)
+    return math.asin(x) if abs(x) <= 1.0 else (x if math.isnan(x) else NAN)
 
 
 @_jit
@@ -580,28 +572,13 @@ def atan_real(x):
 
 
 @_jit
-def atan_complex(z):
-    return cmath.atan(z)
-
-
-@_jit
 def acosh_real(x):
     return math.acosh(x) if x >= 1.0 else (x if math.isnan(x) else NAN)
 
 
 @_jit
-def acosh_complex(z):
-    return cmath.acosh(z)
-
-
-@_jit
 def asinh_real(x):
     return math.asinh(x)
-
-
-@_jit
-def asinh_complex(z):
-    return cmath.asinh(z)
 
 
 @_jit
@@ -615,28 +592,13 @@ def atanh_real(x):
 
 
 @_jit
-def atanh_complex(z):
-    return cmath.atanh(z)
-
-
-@_jit
 def sinh_real(x):
     return math.sinh(x)
 
 
 @_jit
-def sinh_complex(z):
-    return cmath.sinh(z)
-
-
-@_jit
 def cosh_real(x):
     return math.cosh(x)
-
-
-@_jit
-def cosh_complex(z):
-    return cmath.cosh(z)
 
 
 @_jit
@@ -664,12 +626,10 @@ KERNELS = {
     "bessel_i1e": {_F32: bessel_i1e_f32, _F64: bessel_i1e_f64},
 }
 
-# primitive name -> (real kernel, complex kernel), for the elementary functions.
+# primitive name -> real scalar kernel (float64 in and out), for the elementary functions.
 ELEMENTARY = {
-    "acos": (acos_real, acos_complex), "asin": (asin_real, asin_complex),
-    "atan": (atan_real, atan_complex), "acosh": (acosh_real, acosh_complex),
-    "asinh": (asinh_real, asinh_complex), "atanh": (atanh_real, atanh_complex),
-    "sinh": (sinh_real, sinh_complex), "cosh": (cosh_real, cosh_complex),
+    "acos": acos_real, "asin": asin_real, "atan": atan_real, "acosh": acosh_real,
+    "asinh": asinh_real, "atanh": atanh_real, "sinh": sinh_real, "cosh": cosh_real,
 }
 
 NARGS = {"zeta": 2, "polygamma": 2}
