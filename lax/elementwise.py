@@ -17,9 +17,9 @@ from tracer.core import Array, Primitive, ShapedArray, get_aval
 from tracer.interpreters import ad, batching
 from tracer.interpreters.ad import Zero, defjvp, defjvp2, defjvp_zero, deflinear, defbilinear
 from lax.utils import (_any, _bool, _bool_or_int, _complex, _float, _inexact, _int, _num,
-                       _ordered, _signed_num, check_dtype, check_same_shapes_dtypes,
-                       np_errstate, promote_weak_scalars, scalar_like, standard_naryop,
-                       standard_unop)
+                       _ordered, _signed_num, as_lax_value, check_dtype,
+                       check_same_shapes_dtypes, np_errstate, promote_weak_scalars,
+                       scalar_like, standard_naryop, standard_unop)
 
 
 def _const(x, value):
@@ -67,7 +67,8 @@ def _sign_impl(x):
         a = np.abs(x)
         with np.errstate(all="ignore"):
             return np.where(a == 0, 0, x / np.where(a == 0, 1, a)).astype(x.dtype)
-    return np.sign(x)
+    # np.sign(-0.0) is +0.0; XLA's Sign keeps the zero's sign.
+    return np.where(x == 0, x, np.sign(x)).astype(x.dtype)
 
 
 sign_p = standard_unop("sign", _sign_impl, _num)
@@ -533,14 +534,17 @@ defbilinear(mul_p, lambda ct, x, y: mul(ct, y), lambda ct, x, y: mul(x, ct))
 
 def _int_div(x, y):
     # XLA semantics: truncation toward zero; x/0 = -1 (all bits set), INT_MIN/-1 = INT_MIN.
+    x, y = np.broadcast_arrays(x, y)
     zero = y == 0
     ys = np.where(zero, 1, y).astype(y.dtype)
     if dtypes.is_signed_integer(x.dtype):
         minus_one = ys == -1
         ys = np.where(minus_one, 1, ys).astype(y.dtype)
-        q = np.abs(x.astype(np.int64) if x.dtype.itemsize < 8 else x) // np.abs(ys)
-        neg_ = (x < 0) != (ys < 0)
-        q = np.where(neg_, -q, q)
+        # Floor division, then a step toward zero where the signs differ and the division
+        # is inexact. No abs(): abs(INT_MIN) overflows.
+        q = np.floor_divide(x, ys)
+        inexact = np.subtract(x, np.multiply(q, ys)) != 0
+        q = np.where(inexact & ((x < 0) != (ys < 0)), q + np.ones((), x.dtype), q)
         q = np.where(minus_one, np.negative(x), q)
     else:
         q = x // ys
@@ -615,7 +619,8 @@ def _pow_impl(x, y):
             neg_ = y < 0
             r = np.power(x, np.where(neg_, 0, y).astype(y.dtype))
             inv = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0))
-            return np.where(neg_, inv, r).astype(x.dtype)
+            # inv is int64: cast before mixing with r (uint64 with int64 gives float64).
+            return np.where(neg_, inv.astype(x.dtype), r).astype(x.dtype)
         return np.power(x, y).astype(x.dtype)
 
 
@@ -648,7 +653,24 @@ def max(x, y):
     return _bind_binary(max_p, x, y)
 
 
-max_p = standard_naryop("max", np_errstate(np.maximum), _ordered)
+def _max_impl(x, y):
+    out = np.maximum(x, y)
+    if dtypes.is_floating(out.dtype):
+        # np.maximum(-0.0, 0.0) returns its first argument; XLA orders -0.0 below +0.0.
+        out = np.where((x == 0) & (y == 0), np.add(x, y), out)
+    return out
+
+
+def _min_impl(x, y):
+    out = np.minimum(x, y)
+    if dtypes.is_floating(out.dtype):
+        # -(-x + -y) is -0.0 unless both are +0.0.
+        out = np.where((x == 0) & (y == 0),
+                       np.negative(np.add(np.negative(x), np.negative(y))), out)
+    return out
+
+
+max_p = standard_naryop("max", np_errstate(_max_impl), _ordered)
 defjvp2(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
         lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
 
@@ -658,7 +680,7 @@ def min(x, y):
     return _bind_binary(min_p, x, y)
 
 
-min_p = standard_naryop("min", np_errstate(np.minimum), _ordered)
+min_p = standard_naryop("min", np_errstate(_min_impl), _ordered)
 defjvp2(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
         lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
 
@@ -758,9 +780,16 @@ def complex(x, y):
     return _bind_binary(complex_p, x, y)
 
 
-complex_p = standard_naryop(
-    "complex", lambda x, y: (x + 1j * y).astype(dtypes.complex_dtype_for(x.dtype)),
-    (dtypes.float32, dtypes.float64), result_dtype=dtypes.complex_dtype_for)
+def _complex_impl(x, y):
+    # Not x + 1j * y: 1j * inf is nan + inf*j, which would poison the real part.
+    x, y = np.broadcast_arrays(x, y)
+    out = np.empty(x.shape, dtypes.complex_dtype_for(x.dtype))
+    out.real, out.imag = x, y
+    return out
+
+
+complex_p = standard_naryop("complex", _complex_impl, (dtypes.float32, dtypes.float64),
+                            result_dtype=dtypes.complex_dtype_for)
 deflinear(complex_p, lambda cts, x, y: [real(cts[0]), neg(imag(cts[0]))])
 
 
@@ -1022,18 +1051,17 @@ def convert_element_type(operand, new_dtype):
     """Element-wise conversion to ``new_dtype`` (XLA 'ConvertElementType').
 
     float -> int truncates toward zero, saturating at the integer range; NaN -> 0.
-    complex -> real keeps the real part. x -> bool is x != 0. Python scalars become weak
-    arrays of ``new_dtype``.
+    complex -> real (bool included) keeps the real part, as JAX does. x -> bool is
+    x != 0. The result is strongly typed (``weak_type=False``), Python scalars included.
     """
     new_dtype = dtypes.canonicalize_dtype(new_dtype)
-    weak = False
+    weak = False  # the result is strongly typed, as in JAX
     if type(operand) in _PY_SCALARS:
-        weak = type(operand) is not bool
         operand = Array(np.asarray(operand, dtype=dtypes.dtype_and_weak_type(operand)[0]),
-                        weak_type=weak)
+                        weak_type=type(operand) is not bool)
     aval = get_aval(operand)
     if aval.dtype == new_dtype and aval.weak_type == weak:
-        return operand
+        return as_lax_value(operand)
     return convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=weak)
 
 
@@ -1049,10 +1077,10 @@ def _convert_np(x, new_dtype):
     new_dtype = np.dtype(new_dtype)
     if x.dtype == new_dtype:
         return x
-    if new_dtype == np.bool_:
-        return x != 0
     if dtypes.is_complex(x.dtype) and not dtypes.is_complex(new_dtype):
         x = np.real(x)
+    if new_dtype == np.bool_:
+        return x != 0
     if dtypes.is_inexact(x.dtype) and dtypes.is_integer(new_dtype):
         info = np.iinfo(new_dtype)
         with np.errstate(all="ignore"):

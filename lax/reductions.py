@@ -14,8 +14,8 @@ from tracer import dtypes
 from tracer.core import Primitive, ShapedArray, get_aval
 from tracer.interpreters import ad, batching
 from tracer.interpreters.ad import Zero, deflinear
-from lax.utils import (_any, _bool_or_int, _num, _ordered, canonicalize_axis, check_dtype,
-                       np_errstate)
+from lax.utils import (_any, _bool_or_int, _num, _ordered, as_lax_value, canonicalize_axis,
+                       check_dtype, np_errstate)
 from lax import elementwise as ew
 from lax import shapes
 
@@ -52,7 +52,7 @@ def _wrap(p, name):
         nd = get_aval(operand).ndim
         ax = _canon_axes(axes, nd, name)
         if not ax:
-            return operand
+            return as_lax_value(operand)
         return p.bind(operand, axes=ax)
     return reducer
 

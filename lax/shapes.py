@@ -13,7 +13,8 @@ from tracer import dtypes
 from tracer.core import Array, Primitive, ShapedArray, get_aval
 from tracer.interpreters import ad, batching
 from tracer.interpreters.ad import Zero, deflinear
-from lax.utils import canonicalize_axis, canonicalize_shape, promote_weak_scalars
+from lax.utils import (as_lax_value, canonicalize_axis, canonicalize_shape,
+                       promote_weak_scalars)
 
 
 def _ndim(x):
@@ -41,7 +42,7 @@ def broadcast_in_dim(operand, shape, broadcast_dimensions):
     bdims = tuple(operator.index(d) for d in broadcast_dimensions)
     aval = get_aval(operand)
     if aval.shape == shape and bdims == tuple(range(len(shape))):
-        return operand
+        return as_lax_value(operand)
     return broadcast_in_dim_p.bind(operand, shape=shape, broadcast_dimensions=bdims)
 
 
@@ -168,7 +169,7 @@ def reshape(operand, new_sizes, dimensions=None):
         if dims != tuple(range(_ndim(operand))):
             operand = transpose(operand, dims)
     if _shape(operand) == new_sizes:
-        return operand
+        return as_lax_value(operand)
     return reshape_p.bind(operand, new_sizes=new_sizes, dimensions=None)
 
 
@@ -230,7 +231,7 @@ def transpose(operand, permutation):
     operand = _as_operand(operand)
     perm = tuple(operator.index(p) for p in permutation)
     if perm == tuple(range(_ndim(operand))):
-        return operand
+        return as_lax_value(operand)
     return transpose_p.bind(operand, permutation=perm)
 
 
@@ -268,7 +269,7 @@ def rev(operand, dimensions):
     dims = tuple(sorted(canonicalize_axis(d, _ndim(operand), "rev dimension")
                         for d in dimensions))
     if not dims:
-        return operand
+        return as_lax_value(operand)
     return rev_p.bind(operand, dimensions=dims)
 
 
@@ -303,7 +304,7 @@ def slice(operand, start_indices, limit_indices, strides=None):
     if st is not None and all(s == 1 for s in st):
         st = None
     if start == (0,) * nd and limit == _shape(operand) and st is None:
-        return operand
+        return as_lax_value(operand)
     return slice_p.bind(operand, start_indices=start, limit_indices=limit, strides=st)
 
 
@@ -406,7 +407,7 @@ def concatenate(operands, dimension: int):
     if not operands:
         raise ValueError("concatenate: need at least one operand")
     if len(operands) == 1:
-        return operands[0]
+        return as_lax_value(operands[0])
     dimension = canonicalize_axis(dimension, _ndim(operands[0]), "concatenate dimension")
     return concatenate_p.bind(*operands, dimension=dimension)
 

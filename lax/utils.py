@@ -97,6 +97,18 @@ def promote_weak_scalars(fname: str, *args):
     return tuple(Array(np.asarray(a, dtype=dt), weak_type=True) for a in args)
 
 
+def as_lax_value(x):
+    """``x`` itself if it is an Array or a Tracer, else an Array of it (Python scalars
+    weakly typed): lax wrappers that short-cut an identity operation (a reshape to the
+    same shape, an empty reduction...) still return Arrays, as jax.lax does."""
+    if isinstance(x, (Array, Tracer)):
+        return x
+    if is_python_scalar(x):
+        (x,) = promote_weak_scalars("lax", x)
+        return x
+    return Array(to_numpy(x))
+
+
 def scalar_like(x, value):
     """``value`` as a weak scalar of ``x``'s dtype."""
     return Array(np.asarray(value, dtype=get_aval(x).dtype), weak_type=True)
