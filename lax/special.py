@@ -22,6 +22,7 @@ digamma         2 (x > 0)                    x < 0: as lgamma, near the negative
 polygamma       3 (x > 0)                    x < 0: up to ~10 (alternating sum)
 zeta            3 (q > 0)                    compensated in q + k (SciPy: 21)
 erfc            3                            to the subnormal range (SciPy: 2e13 there)
+erfcx           2
 erf_inv         3                            full accuracy as |y| -> 1
 erfc_inv        3                            down to subnormal arguments
 bessel_i0e      2
@@ -243,6 +244,19 @@ def erfc(x):
 erfc_p = standard_unop("erfc", _kernel_impl("erfc"), _float)
 defjvp(erfc_p, lambda g, x: ew.mul(_const(x, -_TWO_OVER_SQRT_PI),
                                    ew.mul(g, ew.exp(ew.neg(ew.square(x))))))
+
+
+def erfcx(x):
+    """Element-wise scaled complementary error function exp(x**2) erfc(x), finite for
+    large x where erfc underflows (~1/(x sqrt(pi))); +inf for x below about -26.6.
+    Floating dtypes. Not a CHLO op: it serves ``scipy.special.erfcx`` and ``log_ndtr``.
+    Derivative 2 x erfcx(x) - 2/sqrt(pi)."""
+    return _bind_unary(erfcx_p, x)
+
+
+erfcx_p = standard_unop("erfcx", _kernel_impl("erfcx"), _float)
+defjvp2(erfcx_p, lambda g, ans, x: ew.mul(g, ew.sub(ew.mul(_const(x, 2), ew.mul(x, ans)),
+                                                    _const(x, _TWO_OVER_SQRT_PI))))
 
 
 def erf_inv(x):

@@ -371,6 +371,29 @@ def _erfc(x, E, A, B, G):
 
 
 @_jit
+def _erfcx(x, E, A, B, G):
+    """exp(x*x) erfc(x): the Chebyshev tables for x >= 0.5, exp(x*x) erfc(x) directly
+    below (no cancellation), 2 exp(x*x) - erfcx(-x) for x <= -0.5 (compensated x*x;
+    +inf below -26.6)."""
+    if math.isnan(x):
+        return x
+    if x >= 0.5:
+        if math.isinf(x):
+            return 0.0
+        return _erfcx_pos(x, A, B, G)
+    if x > -0.5:
+        return math.exp(x * x) * _erfc(x, E, A, B, G)
+    if x < -26.7:
+        return INF
+    hi = x * x
+    c = 134217729.0 * x
+    xh = c - (c - x)
+    xl = x - xh
+    lo = ((xh * xh - hi) + 2.0 * xh * xl) + xl * xl
+    return 2.0 * (math.exp(hi) * (1.0 + lo)) - _erfcx_pos(-x, A, B, G)
+
+
+@_jit
 def erf_f64(x):
     """erf(x), float64: max 1 ulp vs mpmath."""
     return _erf(np.float64(x), C.ERF_E_64, C.ERFCX_A_64, C.ERFCX_B_64, C.ERFCX_G_64)
@@ -391,6 +414,17 @@ def erfc_f64(x):
 @_jit
 def erfc_f32(x):
     return _erfc(np.float64(x), C.ERF_E_32, C.ERFCX_A_32, C.ERFCX_B_32, C.ERFCX_G_32)
+
+
+@_jit
+def erfcx_f64(x):
+    """Scaled complementary error function exp(x*x) erfc(x), float64: max 2 ulp."""
+    return _erfcx(np.float64(x), C.ERF_E_64, C.ERFCX_A_64, C.ERFCX_B_64, C.ERFCX_G_64)
+
+
+@_jit
+def erfcx_f32(x):
+    return _erfcx(np.float64(x), C.ERF_E_32, C.ERFCX_A_32, C.ERFCX_B_32, C.ERFCX_G_32)
 
 
 # ---------------------------------------------------------------------- erf_inv, erfc_inv
@@ -620,6 +654,7 @@ KERNELS = {
     "polygamma": {_F32: polygamma_f32, _F64: polygamma_f64},
     "erf": {_F32: erf_f32, _F64: erf_f64},
     "erfc": {_F32: erfc_f32, _F64: erfc_f64},
+    "erfcx": {_F32: erfcx_f32, _F64: erfcx_f64},
     "erf_inv": {_F32: erf_inv_f32, _F64: erf_inv_f64},
     "erfc_inv": {_F32: erfc_inv_f32, _F64: erfc_inv_f64},
     "bessel_i0e": {_F32: bessel_i0e_f32, _F64: bessel_i0e_f64},
