@@ -373,10 +373,10 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 
 
 # ===================================== cumulative ========================================
-# lax has no cumulative primitives yet: a scan by recursive doubling (Hillis-Steele) of
-# pads, slices and element-wise ops. log2(n) steps of O(n) work; differentiable and
-# batchable like its parts. Float sums are added in a different order than NumPy's
-# sequential loop (results agree to rounding).
+# lax.cumsum / lax.cumprod (the cumulative primitives) when lax has them; otherwise a scan
+# by recursive doubling (Hillis-Steele) of pads, slices and element-wise ops: log2(n)
+# steps of O(n) work, differentiable and batchable like its parts (float sums then add in
+# a different order than NumPy's sequential loop; results agree to rounding).
 
 def _cumulative_op(x, axis, combine, identity, reverse=False):
     n = get_aval(x).shape[axis]
@@ -417,6 +417,9 @@ def _cumulative(a, axis, dtype, out, fname, combine, identity, nan_value=None):
     if nan_value is not None:
         a = _nan_replaced(a, fname, nan_value)
     a = lax.convert_element_type(a, dt)
+    prim = getattr(lax, {lax.add: "cumsum", lax.mul: "cumprod"}[combine], None)
+    if prim is not None:
+        return prim(a, axis=axis)
     return _cumulative_op(a, axis, combine, identity)
 
 

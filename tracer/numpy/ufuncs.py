@@ -39,7 +39,13 @@ def _binary(lax_fn, inexact=False, name=None):
     return f
 
 
-add = _binary(lax.add, name="add")
+def _add_or(x, y):
+    # Bool addition is logical or (NumPy and JAX).
+    return lax.bitwise_or(x, y) if _dt(x) == np.bool_ else lax.add(x, y)
+
+
+_add_or.__name__ = "add"
+add = _binary(_add_or, name="add")
 subtract = _binary(lax.sub, name="subtract")
 multiply = _binary(lax.mul, name="multiply")
 maximum = _binary(lax.max, name="maximum")
@@ -142,7 +148,9 @@ def floor_divide(x1, x2, /):
         return lax.select(adjust, lax.sub(q, lax.full_like(q, 1)), q)
     if dtypes.is_complex(dt):
         raise TypeError("floor_divide is not defined for complex arrays")
-    return _float_divmod(a, b)[0]
+    a, b = _full_broadcast(a, b)
+    # Division by zero gives x / 0 (±inf, NaN for 0 / 0), as in NumPy and JAX.
+    return lax.select(lax.eq(b, lax.full_like(b, 0)), lax.div(a, b), _float_divmod(a, b)[0])
 
 
 def _float_divmod(x1, x2):
@@ -203,8 +211,9 @@ pow = power
 
 def float_power(x1, x2, /):
     a, b = promote_args("float_power", x1, x2)
-    dt = dtypes.result_type(_dt(a), np.float64) if dtypes.is_inexact(_dt(a)) else \
-        dtypes.canonicalize_dtype(np.float64)
+    f64 = np.dtype(np.float64)
+    dt = dtypes.result_type(_dt(a), f64) if dtypes.is_inexact(_dt(a)) else \
+        dtypes.canonicalize_dtype(f64)
     return lax.pow(lax.convert_element_type(a, dt), lax.convert_element_type(b, dt))
 
 
@@ -439,6 +448,13 @@ def _real_inexact_args(name, *args):
     return out
 
 
+def _full_broadcast(*args):
+    """Broadcast every argument (rank-0 ones included) to the common shape."""
+    from tracer.numpy.util import broadcast_to_shape
+    shape = np.broadcast_shapes(*(get_aval(a).shape for a in args))
+    return [broadcast_to_shape(a, shape) for a in args]
+
+
 def _sqrt_1m_x2(x):
     # (1 - x)(1 + x) avoids the cancellation of 1 - x*x near |x| = 1.
     return lax.sqrt(lax.mul(lax.sub(_c(x, 1), x), lax.add(_c(x, 1), x)))
@@ -601,19 +617,16 @@ def signbit(x, /):
 
 def copysign(x1, x2, /):
     """``|x1|`` with the sign bit of ``x2`` (``numpy.copysign``)."""
-    a, b = _real_inexact_args("copysign", x1, x2)
+    a, b = _full_broadcast(*_real_inexact_args("copysign", x1, x2))
     return _select(signbit(b), lax.neg(lax.abs(a)), lax.abs(a))
 
 
 def nextafter(x1, x2, /):
     """The next representable float after ``x1`` toward ``x2`` (``numpy.nextafter``),
     computed on the bit pattern."""
-    a, b = _real_inexact_args("nextafter", x1, x2)
+    a, b = _full_broadcast(*_real_inexact_args("nextafter", x1, x2))
     if _lax_prim("nextafter") is not None:
         return lax.nextafter(a, b)
-    a, b = (lax.broadcast_in_dim(v, get_aval(b if v is a else a).shape, ())
-            if get_aval(v).shape == () and get_aval(b if v is a else a).shape != () else v
-            for v in (a, b))
     dt = _dt(a)
     it = np.dtype(f"i{dt.itemsize}")
     ia = _int_view(a)
@@ -732,7 +745,7 @@ def modf(x, /, out=None):
 def hypot(x1, x2, /):
     """sqrt(x1**2 + x2**2) without intermediate overflow or underflow (``numpy.hypot``);
     inf if either is infinite, even when the other is NaN."""
-    a, b = _real_inexact_args("hypot", x1, x2)
+    a, b = _full_broadcast(*_real_inexact_args("hypot", x1, x2))
     a, b = lax.abs(a), lax.abs(b)
     hi, lo = lax.max(a, b), lax.min(a, b)
     safe_hi = lax.select(lax.eq(hi, _c(hi, 0)), lax.full_like(hi, 1), hi)
@@ -746,7 +759,7 @@ def hypot(x1, x2, /):
 def logaddexp(x1, x2, /):
     """log(exp(x1) + exp(x2)) without overflow (``numpy.logaddexp``); equal infinities
     give that infinity."""
-    a, b = _real_inexact_args("logaddexp", x1, x2)
+    a, b = _full_broadcast(*_real_inexact_args("logaddexp", x1, x2))
     amax = lax.max(a, b)
     delta = lax.sub(a, b)
     nan_delta = lax.ne(delta, delta)
@@ -758,7 +771,7 @@ def logaddexp(x1, x2, /):
 
 def logaddexp2(x1, x2, /):
     """log2(2**x1 + 2**x2) without overflow (``numpy.logaddexp2``)."""
-    a, b = _real_inexact_args("logaddexp2", x1, x2)
+    a, b = _full_broadcast(*_real_inexact_args("logaddexp2", x1, x2))
     amax = lax.max(a, b)
     delta = lax.sub(a, b)
     nan_delta = lax.ne(delta, delta)
@@ -770,7 +783,7 @@ def logaddexp2(x1, x2, /):
 
 def fmax(x1, x2, /):
     """Element-wise maximum ignoring NaNs (``numpy.fmax``): NaN only if both are NaN."""
-    a, b = promote_args("fmax", x1, x2)
+    a, b = _full_broadcast(*promote_args("fmax", x1, x2))
     if not dtypes.is_inexact(_dt(a)):
         return lax.max(a, b)
     return lax.select(lax.ne(b, b), a, lax.select(lax.ne(a, a), b, maximum(a, b)))
@@ -778,7 +791,7 @@ def fmax(x1, x2, /):
 
 def fmin(x1, x2, /):
     """Element-wise minimum ignoring NaNs (``numpy.fmin``)."""
-    a, b = promote_args("fmin", x1, x2)
+    a, b = _full_broadcast(*promote_args("fmin", x1, x2))
     if not dtypes.is_inexact(_dt(a)):
         return lax.min(a, b)
     return lax.select(lax.ne(b, b), a, lax.select(lax.ne(a, a), b, minimum(a, b)))
@@ -800,13 +813,6 @@ def _euclid(a, b):
         r = lax.rem(a, lax.select(bz, lax.full_like(b, 1), b))
         a, b = lax.select(bz, a, b), lax.select(bz, b, r)
     return a
-
-
-def _full_broadcast(*args):
-    """Broadcast every argument (rank-0 ones included) to the common shape."""
-    from tracer.numpy.util import broadcast_to_shape
-    shape = np.broadcast_shapes(*(get_aval(a).shape for a in args))
-    return [broadcast_to_shape(a, shape) for a in args]
 
 
 def gcd(x1, x2, /):
