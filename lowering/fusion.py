@@ -40,7 +40,8 @@ class _Conflict(Exception):
 
 
 def _eqn_text(eqn, namer) -> str:
-    text = _pp_eqn(eqn, namer, 0)
+    # One line: it becomes a comment in the generated source (long params wrap).
+    text = " ".join(_pp_eqn(eqn, namer, 0).split())
     return text if len(text) <= 160 else text[:157] + "..."
 
 

@@ -431,10 +431,15 @@ def pp_kernel(k: Kernel, indent: str = "  ") -> str:
             + (f", parallel over dim {k.parallel_dim}" if k.parallel_dim is not None else "")]
     for s in k.stores:
         lines.append(f"{indent}out{s.out}[i] = {pp_expr(s.value, names)}")
+    base = 0
     for r in k.reductions:
-        for j, o in enumerate(r.outs):
-            lines.append(f"{indent}out{o}[kept] = reduce(init={pp_expr(r.init[j], names)}, "
-                         f"acc{j} <- {pp_expr(r.combine[j], names)})")
+        for j in range(len(r.init)):
+            lines.append(f"{indent}acc{base + j}:{np.dtype(r.acc_dtypes[j]).name} = "
+                         f"{pp_expr(r.init[j], names)}; "
+                         f"acc{base + j} <- {pp_expr(r.combine[j], names)}")
+        for o, res in zip(r.outs, r.results):
+            lines.append(f"{indent}out{o}[kept] = acc{base + res}")
+        base += len(r.init)
     return "\n".join(head + lines)
 
 

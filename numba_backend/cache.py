@@ -29,6 +29,7 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 from numba import types  # noqa: E402
 
+from numba_backend import codegen  # noqa: E402
 from tracer.config import config  # noqa: E402
 
 logger = logging.getLogger("tracer")
@@ -56,10 +57,12 @@ def _kernel_dir() -> str:
 
 
 def _write_source(path: str, text: str, force: bool = False) -> None:
+    """Write ``text`` unless the file already holds the same code (its comments, which name
+    shapes, may differ: rewriting would change the file's stamp and void Numba's cache)."""
     if not force:
         try:
             with open(path, encoding="utf-8") as f:
-                if f.read() == text:
+                if codegen.code_only(f.read()) == codegen.code_only(text):
                     return
         except (OSError, UnicodeDecodeError):
             pass
@@ -173,8 +176,9 @@ class CompiledKernel:
 
 def _is_cache_error(e: Exception) -> bool:
     import pickle
-    return isinstance(e, (EOFError, pickle.UnpicklingError, OSError, ValueError)) or \
-        "cache" in str(e).lower()
+    return isinstance(e, (EOFError, pickle.UnpicklingError, OSError, AttributeError,
+                          ImportError, IndexError, KeyError, TypeError)) and \
+        not isinstance(e, numba.core.errors.NumbaError)
 
 
 def get_kernel(source, kernel) -> CompiledKernel:

@@ -96,10 +96,10 @@ def cast_code(code: str, src: np.dtype, dst: np.dtype) -> str:
     src, dst = np.dtype(src), np.dtype(dst)
     if src == dst:
         return code
-    if dst == np.bool_:
-        return f"({code} != 0)"
     if src.kind == "c" and dst.kind != "c":
         return cast_code(f"{RT}.real({code})", np.dtype(f"f{src.itemsize // 2}"), dst)
+    if dst == np.bool_:
+        return f"({code} != 0)"
     if dst == F16:
         if src.kind == "f" and src != np.float64:
             return f"{RT}.f16r({code})"
@@ -166,7 +166,9 @@ def op_code(op: str, args: list, arg_dtypes: list, dt: np.dtype) -> str:
             return f"({args[0]} {sym} {args[1]})"
         return _wrap(f"{args[0]} {_PY_OPS[op]} {args[1]}", dt)
     if op == "div":
-        if dt.kind in "fc":
+        if dt.kind == "c":
+            return f"{RT}.cdiv{dt.itemsize * 8}({args[0]}, {args[1]})"
+        if dt.kind == "f":
             return _wrap(f"{args[0]} / {args[1]}", dt)
         if dt.kind == "i":
             return _wrap(f"{RT}.idiv_s(np.int64({args[0]}), np.int64({args[1]}))", dt)
@@ -288,10 +290,26 @@ def generate(kernel: Kernel, flags: str = "") -> KernelSource:
     text = em.text() + "\n\n" + body_serial
     if body_par is not None:
         text += "\n\n" + body_par
-    key = hashlib.sha256(text.encode()).hexdigest()
+    key = source_key(text)
     names = tuple(f"in{i}" for i in range(len(kernel.inputs))) + \
         tuple(f"out{i}" for i in range(len(kernel.outputs))) + ("ip", "fp")
     return KernelSource(text, key, names)
+
+
+def source_key(text: str) -> str:
+    """sha256 of the code without its comments (they name the equations, with shapes, and
+    must not make a new shape compile a new kernel); the header's helper hash stays."""
+    return hashlib.sha256(code_only(text).encode()).hexdigest()
+
+
+def code_only(text: str) -> str:
+    lines = []
+    for line in text.splitlines():
+        if not line.startswith("# helpers"):
+            line = line.split("#", 1)[0].rstrip()
+        if line:
+            lines.append(line)
+    return "\n".join(lines)
 
 
 class _KernelGen:

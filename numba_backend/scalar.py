@@ -246,14 +246,26 @@ def make_complex(re, im):
 
 @register_jitable
 def fmax(a, b):
-    """np.maximum: NaN if either is NaN."""
-    return a if (a >= b or a != a) else b
+    """lax.max of floats: NaN if either is NaN (the first NaN); -0.0 < +0.0 (XLA)."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    if a == 0 and b == 0:
+        return a + b               # +0.0 unless both are -0.0
+    return a if a > b else b
 
 
 @register_jitable
 def fmin(a, b):
-    """np.minimum: NaN if either is NaN."""
-    return a if (a <= b or a != a) else b
+    """lax.min of floats: NaN if either is NaN; -0.0 < +0.0."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    if a == 0 and b == 0:
+        return -((-a) + (-b))      # -0.0 unless both are +0.0
+    return a if a < b else b
 
 
 @register_jitable
@@ -267,14 +279,12 @@ def round_away(x):
 
 @register_jitable
 def sign_f(x):
-    """np.sign for floats: -1, 0 or 1; NaN stays NaN."""
+    """np.sign for floats: -1, +-0 or 1; NaN stays NaN."""
     if x > 0:
-        return x - x + 1
+        return 1.0
     if x < 0:
-        return x - x - 1
-    if x == 0:
-        return x - x
-    return x
+        return -1.0
+    return np.float64(x)          # +-0 keep their sign, NaN stays NaN (as NumPy)
 
 
 @register_jitable
@@ -292,5 +302,40 @@ def total_key_64(x):
 
 @register_jitable
 def total_key_16(x):
-    i = np.int16(f16_bits(np.float64(x)).view(np.int16))
+    i = np.uint16(f16_bits(np.float64(x))).view(np.int16)
     return np.int16(i ^ np.int16(0x7FFF)) if i < 0 else i
+
+
+# ------------------------------------- complex --------------------------------------------
+# Numba raises on complex division by zero; NumPy's loop (Smith's method) gives inf/nan.
+
+@register_jitable
+def cdiv64(a, b):
+    """complex64 a / b exactly as NumPy's complex64 divide loop."""
+    ar, ai, br, bi = np.float32(a.real), np.float32(a.imag), np.float32(b.real), np.float32(b.imag)
+    abr, abi = abs(br), abs(bi)
+    if abr >= abi:
+        if abr == 0 and abi == 0:
+            return np.complex64(complex(ar / abr, ai / abr))
+        rat = bi / br
+        scl = np.float32(1.0) / (br + bi * rat)
+        return np.complex64(complex((ar + ai * rat) * scl, (ai - ar * rat) * scl))
+    rat = br / bi
+    scl = np.float32(1.0) / (bi + br * rat)
+    return np.complex64(complex((ar * rat + ai) * scl, (ai * rat - ar) * scl))
+
+
+@register_jitable
+def cdiv128(a, b):
+    """complex128 a / b exactly as NumPy's complex128 divide loop."""
+    ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+    abr, abi = abs(br), abs(bi)
+    if abr >= abi:
+        if abr == 0 and abi == 0:
+            return complex(ar / abr, ai / abr)
+        rat = bi / br
+        scl = 1.0 / (br + bi * rat)
+        return complex((ar + ai * rat) * scl, (ai - ar * rat) * scl)
+    rat = br / bi
+    scl = 1.0 / (bi + br * rat)
+    return complex((ar * rat + ai) * scl, (ai * rat - ar) * scl)

@@ -5,6 +5,10 @@ import pytest
 
 # Tests compile kernels synchronously so that every jit check exercises the compiled code.
 os.environ.setdefault("TRACER_JIT_COMPILE", "sync")
+# Lowering bugs fail loudly in tests (users get a host-step fallback and a warning), and
+# the loop IR is checked between pipeline stages.
+os.environ.setdefault("TRACER_STRICT_LOWERING", "1")
+os.environ.setdefault("TRACER_VERIFY_IR", "1")
 
 
 @pytest.fixture
