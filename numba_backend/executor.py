@@ -218,7 +218,10 @@ class Executable:
                     work *= n
                 if work >= threshold:
                     fn = self._parallel_fn(handle, fn)
-        fn(*ins, *[_kernel_arg(o) for o in outs], ip, fp)
+        # An empty iteration space without reductions writes nothing; running it could
+        # still evaluate loop-invariant loads hoisted out of the (empty) loops.
+        if kern.reductions or all(n for n in step.iparams[:kern.ndim]):
+            fn(*ins, *[_kernel_arg(o) for o in outs], ip, fp)
         for o, a in zip(step.outs, outs):
             a.flags.writeable = False
             env[slot[o]] = a

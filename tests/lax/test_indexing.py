@@ -590,3 +590,71 @@ def test_index_arguments_as_arrays():
     np.testing.assert_array_equal(np.asarray(got), [[7.], [9.]])
     dn = GDN((1,), (0,), (0,))
     np.testing.assert_array_equal(np.asarray(lax.gather(x, [[1], [2]], dn, (1, 2))), x[[1, 2]])
+
+
+# -------------------------------- lowering (jit on Numba) -------------------------------
+
+@pytest.mark.parametrize("name", list(GATHER_CASES))
+@pytest.mark.parametrize("mode", [CLIP, FILL])
+def test_gather_compiled_matches_eager(name, mode, rng):
+    x, idx, dn, sizes = _gather_inputs(name, rng, oob=True)
+    check_jit(lambda x, i: lax.gather(x, i, dn, sizes, mode=mode, fill_value=-2.0), (x, idx))
+
+
+@pytest.mark.parametrize("name", list(SCATTER_CASES))
+@pytest.mark.parametrize("mode", [CLIP, FILL])
+def test_scatter_compiled_matches_eager(name, mode, rng):
+    x, idx, dn, u = _scatter_inputs(name, rng, dups=True, oob=True)
+    for op in COMBINE:
+        check_jit(lambda x, i, u: getattr(lax, op)(x, i, u, dn, mode=mode), (x, idx, u))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.int8, np.uint64, np.bool_, np.complex64])
+def test_indexing_compiled_dtypes(dtype, rng):
+    x = (rng.standard_normal((5, 3)) * 5).astype(dtype)
+    u = (rng.standard_normal((4, 3)) * 5).astype(dtype)
+    idx = np.array([[0], [4], [4], [-3]])
+    dn = SCATTER_CASES["rows"][2]
+    check_jit(lambda x, i: lax.gather(x, i, GATHER_CASES["take_rows"][2], (1, 3), mode=FILL),
+              (x, idx))
+    check_jit(lambda x, u, i: lax.dynamic_update_slice(x, u[:2], (i, 0)), (x, u, np.int8(4)))
+    check_jit(lambda x, i, u: lax.scatter(x, i, u, dn), (x, idx, u))
+    if np.dtype(dtype).kind not in "bc":
+        check_jit(lambda x, i, u: lax.scatter_max(x, i, u, dn), (x, idx, u))
+
+
+def test_lowered_program_shapes():
+    x = np.arange(12.).reshape(3, 4)
+    text = tracer.jit(lambda x, i: x[i] * 2.).lower(x, np.array([0, 2])).as_text()
+    loop_ir = text[text.index("# loop IR"):]
+    assert "host_step" not in loop_ir and "kernel(" in loop_ir
+    text = tracer.jit(lambda x, i, j: lax.dynamic_slice(x, (i, j), (2, 2)) + 1.).lower(
+        x, 1, 2).as_text()
+    assert "host_step" not in text[text.index("# loop IR"):]
+    text = tracer.jit(lambda x, u, i: lax.dynamic_update_slice(x, u, (i, i))).lower(
+        x, np.ones((2, 2)), 1).as_text()
+    assert "host_step" not in text[text.index("# loop IR"):]
+    dn = SDN((), (0,), (0,))
+    text = tracer.jit(lambda x, i, u: lax.scatter_add(x, i, u, dn)).lower(
+        np.zeros(4), np.array([[1], [1]]), np.ones(2)).as_text()
+    assert "library_call scatter-add (Numba window loop" in text
+    text = tracer.jit(lambda x: lax.scatter_apply(x, np.array([[1]]), lambda v: v * 2, dn,
+                                                  update_shape=(1,))).lower(np.ones(3)).as_text()
+    assert "host_step scatter" in text
+
+
+def test_compiled_empty_and_clamped(rng):
+    # Zero-size results and starts far out of range never read outside the operands
+    # (the suite also runs with NUMBA_BOUNDSCHECK=1).
+    x = rng.standard_normal((4, 5))
+    check_jit(lambda x, i: lax.dynamic_slice(x, (i, i), (0, 3)), (x, 10 ** 9))
+    check_jit(lambda x, i: lax.dynamic_slice(x, (i, -i), (4, 5)), (x, 10 ** 9))
+    check_jit(lambda x, i: lax.gather(x, i, GDN((1,), (0,), (0,)), (1, 0)),
+              (np.zeros((3, 0)), np.array([[7], [-7]])))
+    check_jit(lambda x, u, i: lax.dynamic_update_slice(x, u, (i, i)),
+              (x, np.zeros((0, 2)), -(10 ** 9)))
+    big = np.array([[2 ** 63 + 5]], dtype=np.uint64)
+    check_jit(lambda x, i: lax.gather(x, i, GDN((1,), (0,), (0,)), (1, 5), mode=CLIP),
+              (x, big))
+    check_jit(lambda x, i: lax.gather(x, i, GDN((1,), (0,), (0,)), (1, 5), mode=FILL),
+              (x, big))
