@@ -575,3 +575,49 @@ def test_closure_convert_for_custom_vjp():
     gc, gx = tracer.grad(outer, argnums=(0, 1))(2.0, 0.5)
     close(gc, np.cos(1.0) * 0.5)
     close(gx, np.cos(1.0) * 2.0)
+
+
+def test_custom_gradient():
+    @tracer.custom_gradient
+    def f(x):
+        return tnp.sin(x), lambda g: 3.0 * g * tnp.cos(x)
+
+    close(f(0.5), np.sin(0.5))
+    close(tracer.grad(f)(0.5), 3 * np.cos(0.5))
+    close(tracer.grad(tracer.grad(f))(0.5), -3 * np.sin(0.5))
+    close(tracer.vmap(tracer.grad(f))(np.array([0.1, 0.5])), 3 * np.cos([0.1, 0.5]))
+    close(tracer.jit(tracer.grad(f))(0.5), 3 * np.cos(0.5))
+
+    @tracer.custom_gradient
+    def g(x, y):
+        return x * y, lambda c: (c * y, None)
+
+    close(tracer.grad(g, (0, 1))(2.0, 3.0), (3.0, 0.0))
+
+
+def test_public_names():
+    from tracer import ad_checkpoint, custom_derivatives
+    assert tracer.custom_jvp is custom_jvp and tracer.custom_vjp is custom_vjp
+    assert tracer.checkpoint is ad_checkpoint.checkpoint is tracer.remat
+    assert tracer.stop_gradient is lax.stop_gradient
+    assert tracer.checkpoint_policies is ad_checkpoint.checkpoint_policies
+    assert tracer.closure_convert is custom_derivatives.closure_convert
+
+
+def test_rule_closing_over_values_traced_in_jit_gets_a_clear_error():
+    # JAX has the same restriction; the message says what to do.
+    @tracer.jit
+    def g(c, x):
+        c = c * 1.0
+
+        @custom_jvp
+        def f(x):
+            return c * x
+
+        f.defjvp(lambda p, t: (f(p[0]), 10.0 * c * t[0]))
+        return f(x)
+
+    close(g(2.0, 3.0), 6.0)
+    with pytest.raises(tracer.UnexpectedTracerError,
+                       match="custom_jvp rule of 'f'.*pass such values as arguments"):
+        tracer.grad(g, 1)(2.0, 3.0)

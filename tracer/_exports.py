@@ -26,7 +26,8 @@ def install(ns: dict) -> None:
 # module -> names exported at the top level of ``tracer``
 _OPTIONAL = {
     "tracer.custom_derivatives": ["custom_jvp", "custom_vjp", "checkpoint", "remat",
-                                  "stop_gradient"],
+                                  "stop_gradient", "custom_gradient", "closure_convert",
+                                  "checkpoint_policies"],
 }
 # module -> attribute name on ``tracer``
 _SUBMODULES = {

@@ -34,6 +34,7 @@ import numpy as np
 
 from tracer import core, dtypes
 from tracer.core import Primitive, ShapedArray, Tracer, get_aval
+from tracer.errors import UnexpectedTracerError
 from tracer.interpreters import ad, batching
 from tracer.interpreters import partial_eval as pe
 from tracer.interpreters.ad import Zero, trace_to_call_jaxpr
@@ -43,7 +44,7 @@ from tracer.pytree import keystr, tree_flatten, tree_flatten_with_path, tree_unf
 
 __all__ = ["custom_jvp", "custom_vjp", "SymbolicZero", "CustomVJPPrimal", "zero_from_primal",
            "custom_jvp_call_p", "custom_vjp_call_p", "custom_lin_p", "closure_convert",
-           "stop_gradient", "checkpoint", "remat", "checkpoint_policies"]
+           "stop_gradient", "checkpoint", "remat", "checkpoint_policies", "custom_gradient"]
 
 stop_gradient = ad.stop_gradient
 
@@ -173,6 +174,13 @@ def _run_rule_guarded(trace, kind, name, fn, *args):
     _active_rule_mains.append(main)
     try:
         outs = fn(*args)
+    except UnexpectedTracerError as e:
+        e.args = (f"{e.args[0] if e.args else ''} While running the {kind} rule of {name!r}: "
+                  "a rule may not close over values traced inside a jit-compiled function "
+                  "(they are gone once the function has been traced); pass such values as "
+                  f"arguments of the {kind} function instead (JAX has the same "
+                  "restriction).",)
+        raise
     finally:
         _active_rule_mains.pop()
     for group in outs:
@@ -920,7 +928,13 @@ def _custom_lin_transpose(cts, *args, num_res, bwd, in_avals, in_nz, out_avals, 
         if type(ct) is Zero:
             ct = SymbolicZero(aval) if symbolic_zeros else ad.zeros_like_aval(aval)
         cts_full.append(ct)
-    cts_in = bwd(res, cts_full)
+    try:
+        cts_in = bwd(res, cts_full)
+    except UnexpectedTracerError as e:
+        e.args = (f"{e.args[0] if e.args else ''} While running the custom_vjp bwd rule of "
+                  f"{name!r}: bwd may not close over traced values (use residuals, or "
+                  "closure_convert).",)
+        raise
     return [None] * num_res + [None if type(c) is Zero else c
                                for c, nz in zip(cts_in, in_nz) if nz]
 
@@ -949,6 +963,70 @@ ad.primitive_jvps[custom_lin_p] = lambda primals, tangents, **p: _forward_mode_e
 batching.primitive_batchers[custom_lin_p] = _custom_lin_batch
 pe.custom_staging_rules[custom_lin_p] = _stage_with_call_avals(custom_lin_p)
 pe.partial_eval_rules[custom_lin_p] = _custom_lin_partial_eval
+
+
+# ----------------------------------- custom_gradient ------------------------------------
+
+class _GradRuleResiduals:
+    """Residuals of ``custom_gradient``: the traced gradient rule's jaxpr (static) and the
+    values it closes over (the pytree's leaves)."""
+
+    def __init__(self, jaxpr, consts, in_tree, ct_tree):
+        self.jaxpr, self.consts, self.in_tree, self.ct_tree = jaxpr, consts, in_tree, ct_tree
+
+
+def _grad_rule_flatten(r):
+    return list(r.consts), (r.jaxpr, r.in_tree, r.ct_tree)
+
+
+def _grad_rule_unflatten(aux, consts):
+    return _GradRuleResiduals(aux[0], list(consts), aux[1], aux[2])
+
+
+from tracer.pytree import register_pytree_node  # noqa: E402
+
+register_pytree_node(_GradRuleResiduals, _grad_rule_flatten, _grad_rule_unflatten)
+
+
+def custom_gradient(fun: Callable):
+    """``jax.custom_gradient``: ``fun(*args)`` returns ``(output, vjp_rule)`` where
+    ``vjp_rule(output_cotangent)`` gives the cotangents of the arguments (a tuple, or a
+    single value for a one-argument function). Returns a function computing ``output``
+    whose reverse-mode derivative is ``vjp_rule`` (a custom_vjp; forward mode raises)."""
+    name = _fun_name(fun)
+
+    @custom_vjp
+    def wrapped(*args):
+        return fun(*args)[0]
+
+    def fwd(*args):
+        ans, rule = fun(*args)
+        a_leaves, ct_tree = tree_flatten(ans)
+        store = []
+
+        def flat_rule(*cts):
+            res = rule(tree_unflatten(ct_tree, cts))
+            leaves, tree = tree_flatten(res, is_leaf=lambda x: x is None)
+            store.append((tree, [x is None for x in leaves]))
+            return [x for x in leaves if x is not None]
+
+        jaxpr, consts = pe.trace_to_jaxpr_dynamic(
+            flat_rule, [_tangent_aval(get_aval(a)) for a in a_leaves])
+        return ans, _GradRuleResiduals(jaxpr, consts, store[0], ct_tree)
+
+    def bwd(res, ct):
+        c_leaves, c_tree = tree_flatten(ct)
+        if c_tree != res.ct_tree:
+            raise TypeError(f"custom_gradient of {name}: cotangent structure {c_tree} does not "
+                            f"match the output structure {res.ct_tree}")
+        tree, none_mask = res.in_tree
+        it = iter(eval_jaxpr(res.jaxpr, res.consts, *c_leaves))
+        outs = tree_unflatten(tree, [None if z else next(it) for z in none_mask])
+        return outs if isinstance(outs, tuple) else (outs,)
+
+    wrapped.defvjp(fwd, bwd)
+    functools.update_wrapper(wrapped, fun)
+    return wrapped
 
 
 # ----------------------------------- closure_convert ------------------------------------
