@@ -10,7 +10,34 @@ Rule registries (filled by ``lax``):
 
 Family helpers: ``defjvp`` (one rule per argument), ``defjvp_zero`` (non-differentiable
 outputs, e.g. comparisons), ``deflinear`` (jvp and transpose from one linear rule),
-``defbilinear``.
+``defbilinear``. ``primitive_jvps_with_trace`` holds rules that also receive the JVPTrace
+(custom_jvp_call / custom_vjp_call, which guard against rules closing over its tracers).
+
+Symbolic zeros: a tangent or cotangent that is known to be zero is a ``Zero(aval)``; rules
+skip work for it and it is materialized only at the API boundary (e.g. the gradient of an
+argument the output does not depend on). A JVP tracer whose tangent is a symbolic zero
+lowers to its primal, so constants never carry tangents. As a result the jaxpr of a
+simple gradient holds no zero arrays::
+
+    >>> print(tracer.make_jaxpr(tracer.grad(lambda x: tnp.sum(tnp.sin(x) * x)))(x))
+    { lambda ; a:f64[3]. let
+        b:f64[3] = sin a
+        c:f64[3] = cos a
+        d:f64[3] = mul b a
+        e:f64[] = reduce_sum[axes=(0,)] d
+        f:f64[3] = broadcast_in_dim[broadcast_dimensions=() shape=(3,)] 1.0:f64[]
+        g:f64[3] = mul b f
+        h:f64[3] = mul f a
+        i:f64[3] = mul h c
+        j:f64[3] = add_any g i
+      in (j,) }
+
+(the broadcast of 1.0 is the output cotangent seeded by grad, pushed through reduce_sum's
+transpose, exactly as in JAX). Integer and bool values have float0 tangents.
+
+Also here: ``stop_gradient`` (the identity with a zero derivative) and
+``trace_to_call_jaxpr``, used by the primitives that hold a user function's jaxpr
+(custom_jvp_call, custom_vjp_call, checkpoint).
 """
 from __future__ import annotations
 
