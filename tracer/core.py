@@ -536,7 +536,7 @@ def get_aval(x) -> ShapedArray:
         return x.aval
     if isinstance(x, np.ndarray):
         return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype), False)
-    if isinstance(x, (bool, int, float, complex)):
+    if type(x) in _PY_SCALAR_TYPES:
         dt, weak = dtypes.dtype_and_weak_type(x)
         return ShapedArray((), dt, weak)
     if isinstance(x, np.generic):
@@ -556,6 +556,9 @@ def get_aval(x) -> ShapedArray:
     return ShapedArray(arr.shape, dtypes.canonicalize_dtype(arr.dtype), False)
 
 
+_PY_SCALAR_TYPES = (bool, int, float, complex)
+
+
 def _python_scalar_to_numpy(x):
     dt, _ = dtypes.dtype_and_weak_type(x)
     return np.asarray(x, dtype=dt)
@@ -568,7 +571,7 @@ def to_numpy(x) -> np.ndarray:
     if isinstance(x, np.ndarray):
         dt = dtypes.canonicalize_dtype(x.dtype)
         return x if dt == x.dtype else x.astype(dt)
-    if isinstance(x, (bool, int, float, complex)):
+    if type(x) in _PY_SCALAR_TYPES:
         return _python_scalar_to_numpy(x)
     if isinstance(x, Tracer):
         v = x.to_concrete_value()

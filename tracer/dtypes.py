@@ -212,13 +212,15 @@ def promote_types(a, b) -> np.dtype:
 
 def dtype_and_weak_type(x):
     """(dtype, weak_type) of any value: Python scalar, NumPy array/scalar, dtype, or Array."""
-    if isinstance(x, bool):
+    # Exact types: NumPy scalars (np.float64 subclasses float) are strongly typed.
+    t = type(x)
+    if t is bool:
         return bool_, False
-    if isinstance(x, int):
+    if t is int:
         return default_int_dtype(), True
-    if isinstance(x, float):
+    if t is float:
         return default_float_dtype(), True
-    if isinstance(x, complex):
+    if t is complex:
         return default_complex_dtype(), True
     aval = getattr(x, "aval", None)
     if aval is not None:
