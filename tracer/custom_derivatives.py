@@ -280,7 +280,11 @@ def _nothing_to_batch(axis_data, dims, closed) -> bool:
 
 
 class _Named:
-    """A callable param shown by its user-facing name in printed jaxprs."""
+    """A callable param shown by its user-facing name in printed jaxprs. Unhashable, so
+    that equations holding one per call are not memoized (``abstract_eval_cached`` skips
+    unhashable params) and do not keep the user's values alive."""
+
+    __hash__ = None
 
     def __init__(self, name):
         self.__name__ = name
