@@ -255,9 +255,9 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     """Reverse mode (``jax.vjp``): returns ``(fun(*primals), f_vjp)`` (plus aux with
     ``has_aux``). ``f_vjp(ct)`` takes a cotangent with the structure, shapes and dtypes of
     the output and returns a tuple with one cotangent per primal. Complex values follow
-    JAX's convention (``f_vjp(ct)`` is ``ct`` times the Jacobian, no conjugation; the
-    gradient of a real function of complex inputs is the conjugate of df/dz... see
-    ``grad``). Integer primals get float0 cotangents; integer outputs take float0 (or
+    JAX's convention: ``f_vjp`` is the transpose of the (R-linear) jvp, without complex
+    conjugation, so ``grad`` of a real function of complex inputs is ``df/dx - i df/dy``
+    (see ``grad``). Integer primals get float0 cotangents; integer outputs take float0 (or
     any, ignored) cotangents. Raises TypeError/ValueError naming the mismatching leaf."""
     p_leaves, p_tree = tree_flatten(tuple(primals))
     p_leaves = [_as_array(_check_arg(x, "vjp")) for x in p_leaves]
