@@ -186,30 +186,34 @@ def _dot_general_transpose(cts, x, y, **params):
     return [None, _dot_general_transpose_rhs(ct, x, y, **params)]
 
 
-def _shift(dims, by=1):
-    return tuple(d + by for d in dims)
+def _bump(dims, d):
+    """Operand dimension indices after inserting a new axis at position ``d``."""
+    return tuple(i + (i >= d) for i in dims)
 
 
 def _dot_general_batch(axis_size, vals, dims, *, dimension_numbers, precision,
                        preferred_element_type):
+    # The batch axis stays where it is: only the dimension numbers change, so no operand
+    # is transposed or copied.
     (x, y), (dx, dy) = vals, dims
     (lc, rc), (lb, rb) = dimension_numbers
     params = dict(precision=precision, preferred_element_type=preferred_element_type)
     if dx is not None and dy is not None:
-        x = batching.moveaxis(x, dx, 0)
-        y = batching.moveaxis(y, dy, 0)
-        dn = ((_shift(lc), _shift(rc)), ((0,) + _shift(lb), (0,) + _shift(rb)))
+        dn = ((_bump(lc, dx), _bump(rc, dy)), ((dx,) + _bump(lb, dx), (dy,) + _bump(rb, dy)))
         return [dot_general_p.bind(x, y, dimension_numbers=dn, **params)], [0]
     if dx is not None:
-        x = batching.moveaxis(x, dx, 0)
-        dn = ((_shift(lc), rc), (_shift(lb), rb))
-        # The new lhs dim 0 is free: it lands right after the batch dims.
-        return [dot_general_p.bind(x, y, dimension_numbers=dn, **params)], [len(lb)]
-    y = batching.moveaxis(y, dy, 0)
-    dn = ((lc, _shift(rc)), (lb, _shift(rb)))
+        lc2, lb2 = _bump(lc, dx), _bump(lb, dx)
+        dn = ((lc2, rc), (lb2, rb))
+        # The batch axis is a free lhs dim: free dims keep their order after the batch dims.
+        n_before = sum(1 for i in range(dx) if i not in lc2 and i not in lb2)
+        return [dot_general_p.bind(x, y, dimension_numbers=dn, **params)], [len(lb) + n_before]
+    rc2, rb2 = _bump(rc, dy), _bump(rb, dy)
+    dn = ((lc, rc2), (lb, rb2))
     x_ndim = get_aval(x).ndim
     n_lfree = x_ndim - len(lc) - len(lb)
-    return [dot_general_p.bind(x, y, dimension_numbers=dn, **params)], [len(lb) + n_lfree]
+    n_before = sum(1 for i in range(dy) if i not in rc2 and i not in rb2)
+    return [dot_general_p.bind(x, y, dimension_numbers=dn, **params)], \
+        [len(lb) + n_lfree + n_before]
 
 
 dot_general_p = Primitive("dot_general")
