@@ -443,6 +443,12 @@ def _concatenate_transpose(cts, *xs, dimension):
 
 
 def _concatenate_batch(axis_size, vals, dims, *, dimension):
+    mapped = [d for d in dims if d is not None]
+    if all(d == mapped[0] for d in mapped):
+        # Keep the common batch axis; only unmapped operands are broadcast to it.
+        d = mapped[0]
+        xs = [batching.matchaxis(axis_size, dx, d, x) for x, dx in zip(vals, dims)]
+        return [concatenate_p.bind(*xs, dimension=dimension + (d <= dimension))], [d]
     xs = [batching.bdim_at_front(x, d, axis_size) for x, d in zip(vals, dims)]
     return [concatenate_p.bind(*xs, dimension=dimension + 1)], [0]
 
