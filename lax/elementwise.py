@@ -66,7 +66,7 @@ def _sign_impl(x):
     if dtypes.is_complex(x.dtype):
         a = np.abs(x)
         with np.errstate(all="ignore"):
-            return np.where(a == 0, 0, x / np.where(a == 0, 1, a)).astype(x.dtype)
+            return np.where(a == 0, x, x / np.where(a == 0, 1, a)).astype(x.dtype)
     # np.sign(-0.0) is +0.0; XLA's Sign keeps the zero's sign.
     return np.where(x == 0, x, np.sign(x)).astype(x.dtype)
 
@@ -790,7 +790,17 @@ def _complex_impl(x, y):
 
 complex_p = standard_naryop("complex", _complex_impl, (dtypes.float32, dtypes.float64),
                             result_dtype=dtypes.complex_dtype_for)
-deflinear(complex_p, lambda cts, x, y: [real(cts[0]), neg(imag(cts[0]))])
+def _complex_transpose(cts, x, y):
+    (ct,) = cts
+    if type(ct) is Zero:
+        return [None, None]
+    # A rank-0 operand broadcast: its cotangent sums over the others' shape.
+    return [ad.unbroadcast(_operand_aval(x), real(ct)) if ad.is_undefined_primal(x) else None,
+            ad.unbroadcast(_operand_aval(y), neg(imag(ct))) if ad.is_undefined_primal(y)
+            else None]
+
+
+deflinear(complex_p, _complex_transpose)
 
 
 # ----------------------------------- comparisons ---------------------------------------
@@ -1031,17 +1041,27 @@ def _clamp_batch(axis_size, vals, dims):
     return [clamp(fix(lo, dlo), x, fix(hi, dhi))], [0]
 
 
-def _clamp_zeros(x):
-    return full_like(x, 0)
+def _clamp_like_operand(g, x):
+    # A scalar bound's tangent reaches every element it clamps.
+    shape = get_aval(x).shape
+    if get_aval(g).shape != shape:
+        from lax.shapes import broadcast_in_dim
+        g = broadcast_in_dim(g, shape, ())
+    return g
+
+
+def _clamp_zeros(g, x):
+    return full_like(x, 0, dtype=get_aval(g).dtype)
 
 
 clamp_p = Primitive("clamp")
 clamp_p.def_abstract_eval(_clamp_abstract_eval)
 clamp_p.def_impl(_clamp_impl)
 defjvp(clamp_p,
-       lambda g, lo, x, hi: select(bitwise_and(gt(lo, x), lt(lo, hi)), g, _clamp_zeros(g)),
-       lambda g, lo, x, hi: select(bitwise_and(gt(x, lo), lt(x, hi)), g, _clamp_zeros(g)),
-       lambda g, lo, x, hi: select(lt(hi, x), g, _clamp_zeros(g)))
+       lambda g, lo, x, hi: select(bitwise_and(gt(lo, x), lt(lo, hi)),
+                                   _clamp_like_operand(g, x), _clamp_zeros(g, x)),
+       lambda g, lo, x, hi: select(bitwise_and(gt(x, lo), lt(x, hi)), g, _clamp_zeros(g, x)),
+       lambda g, lo, x, hi: select(lt(hi, x), _clamp_like_operand(g, x), _clamp_zeros(g, x)))
 batching.primitive_batchers[clamp_p] = _clamp_batch
 
 

@@ -336,7 +336,8 @@ def _ref_sign(x):
     if dt.kind == "c":
         a = np.abs(x.astype(c128))
         with np.errstate(all="ignore"):
-            return np.where(a == 0, 0, x.astype(c128) / np.where(a == 0, 1, a)).astype(dt)
+            # A zero keeps its signs (XLA).
+            return np.where(a == 0, x, x.astype(c128) / np.where(a == 0, 1, a)).astype(dt)
     if dt.kind == "u":
         return (x > 0).astype(dt)
     # -0.0 keeps its sign, NaN stays NaN (XLA 'Sign').
