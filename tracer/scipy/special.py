@@ -1,0 +1,465 @@
+"""tracer.scipy.special: SciPy's special functions (``jax.scipy.special``) on the lax
+special-function primitives (``lax/special.py``), with NumPy broadcasting and JAX's
+promotion (integers and bools become the default float; Python scalars are weak).
+
+Accuracy is that of the primitives (a few ulp, see ``lax/special.py``) for gammaln,
+digamma, polygamma, zeta, erf, erfc, erfcx, erfinv, erfcinv, ndtri, i0e, i1e. Functions
+composed from them inherit the rounding of the composition: ``gamma``, ``beta``,
+``poch``, ``factorial`` and ``comb`` are ``exp`` of log-gamma sums, so their relative
+error grows like ``|log result| * 2**-53`` (about 700 ulp for gamma(170); JAX computes
+them the same way); ``i0``/``i1`` multiply by ``exp(|x|)`` (a few ulp). Special values
+follow SciPy (listed per function where they are not obvious).
+
+Functions of SciPy's list not provided here are listed in the README ("Not supported
+yet"), with the reason.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from fractions import Fraction
+
+import numpy as np
+
+import lax
+from tracer import dtypes
+from tracer.core import Array, get_aval
+from tracer.custom_derivatives import custom_jvp
+from tracer.nn import log_softmax as _nn_log_softmax
+from tracer.nn import logsumexp as _nn_logsumexp
+from tracer.nn import softmax as _nn_softmax
+from tracer.numpy.util import as_operand, promote_args_inexact
+
+__all__ = [
+    "bernoulli", "beta", "betaln", "boxcox", "boxcox1p", "comb", "digamma", "entr", "erf",
+    "erfc", "erfcinv", "erfcx", "erfinv", "expit", "factorial", "gamma", "gammaln",
+    "gammasgn", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma",
+    "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "poch", "polygamma", "psi",
+    "rel_entr", "softmax", "xlog1py", "xlogy", "zeta",
+]
+
+
+def _args(fname, *xs):
+    return promote_args_inexact(fname, *xs)
+
+
+def _c(x, v):
+    return lax.full_like(x, v)
+
+
+def _where(pred, a, b):
+    return lax.select(pred, a, b)
+
+
+def _real_only(fname, x):
+    if dtypes.is_complex(get_aval(x).dtype):
+        raise TypeError(f"tracer.scipy.special.{fname} supports real inputs only, got "
+                        f"{get_aval(x).str_short()}")
+    return x
+
+
+def _unary(fname, fn, x):
+    (x,) = _args(fname, x)
+    return fn(_real_only(fname, x))
+
+
+# ==================================== gamma family =====================================
+
+def gammaln(x):
+    """log|Gamma(x)| (``scipy.special.gammaln``): +inf at 0, -1, -2, ... and at +inf;
+    at -inf +inf (SciPy gives -inf there)."""
+    return _unary("gammaln", lax.lgamma, x)
+
+
+def loggamma(x):
+    """Principal log Gamma for real x (``scipy.special.loggamma``): gammaln(x) for x >= 0,
+    NaN for x < 0 (where Gamma is negative or the branch is complex). Real inputs only."""
+    (x,) = _args("loggamma", x)
+    _real_only("loggamma", x)
+    return _where(lax.lt(x, _c(x, 0)), _c(x, np.nan), lax.lgamma(x))
+
+
+def gammasgn(x):
+    """Sign of Gamma(x) (``scipy.special.gammasgn``): 1 for x > 0 and +0, -1 for -0,
+    (-1)**ceil(-x) for negative non-integers, NaN at negative integers, -inf and NaN."""
+    (x,) = _args("gammasgn", x)
+    _real_only("gammasgn", x)
+    one, zero = _c(x, 1), _c(x, 0)
+    fl = lax.floor(x)
+    odd = lax.ne(lax.rem(fl, _c(x, 2)), zero)     # floor(x) odd -> Gamma(x) < 0
+    neg = _where(odd, lax.neg(one), one)
+    out = _where(lax.gt(x, zero), one, neg)
+    zero_sign = _where(lax.lt(lax.div(one, x), zero), lax.neg(one), one)   # -0 -> -1
+    out = _where(lax.eq(x, zero), zero_sign, out)
+    bad = lax.bitwise_or(lax.ne(x, x), lax.bitwise_and(lax.lt(x, zero), lax.eq(fl, x)))
+    return _where(bad, _c(x, np.nan), out)
+
+
+def gamma(x):
+    """Gamma(x) (``scipy.special.gamma``) as gammasgn(x) * exp(gammaln(x)): inf at +0 and
+    +inf, -inf at -0, NaN at the negative integers and -inf; relative error about
+    |gammaln(x)| * 2**-53."""
+    (x,) = _args("gamma", x)
+    _real_only("gamma", x)
+    return lax.mul(gammasgn(x), lax.exp(lax.lgamma(x)))
+
+
+def _gammasgn_poles_positive(x):
+    # gammasgn with +1 at the poles: there exp(+-inf) of the log-gamma sum already gives
+    # the inf or 0 of the ratio (beta(2, -1) = inf, poch(-1, 2) = 0, as SciPy).
+    fl = lax.floor(x)
+    pole = lax.bitwise_and(lax.le(x, _c(x, 0)), lax.eq(fl, x))
+    return _where(pole, _c(x, 1), gammasgn(x))
+
+
+def betaln(a, b):
+    """log|B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b) (``scipy.special.betaln``)."""
+    a, b = _args("betaln", a, b)
+    return lax.sub(lax.add(lax.lgamma(a), lax.lgamma(b)), lax.lgamma(lax.add(a, b)))
+
+
+def beta(a, b):
+    """B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b) (``scipy.special.beta``), signed."""
+    a, b = _args("beta", a, b)
+    g = _gammasgn_poles_positive
+    sign = lax.mul(lax.mul(g(a), g(b)), g(lax.add(a, b)))
+    return lax.mul(sign, lax.exp(betaln(a, b)))
+
+
+def poch(z, m):
+    """Pochhammer's rising factorial Gamma(z + m) / Gamma(z) (``scipy.special.poch``);
+    1 where m == 0."""
+    z, m = _args("poch", z, m)
+    zm = lax.add(z, m)
+    sign = lax.mul(_gammasgn_poles_positive(zm), _gammasgn_poles_positive(z))
+    val = lax.mul(sign, lax.exp(lax.sub(lax.lgamma(zm), lax.lgamma(z))))
+    # z + m at a pole of Gamma (z not at one): +inf, as SciPy
+    zm_pole = lax.bitwise_and(lax.le(zm, _c(zm, 0)), lax.eq(lax.floor(zm), zm))
+    z_pole = lax.bitwise_and(lax.le(z, _c(z, 0)), lax.eq(lax.floor(z), z))
+    val = _where(lax.bitwise_and(zm_pole, lax.bitwise_not(z_pole)), _c(val, np.inf), val)
+    return _where(lax.eq(m, _c(m, 0)), _c(val, 1), val)
+
+
+def factorial(n, exact=False):
+    """n! = Gamma(n + 1) for n >= 0 and 0 for n < 0 (``scipy.special.factorial`` with
+    ``exact=False``); ``exact=True`` is not supported (traced values have fixed width)."""
+    if exact:
+        raise NotImplementedError("tracer.scipy.special.factorial: exact=True is not "
+                                  "supported; use exact=False (floating result)")
+    (n,) = _args("factorial", n)
+    return _where(lax.lt(n, _c(n, 0)), _c(n, 0), lax.exp(lax.lgamma(lax.add(n, _c(n, 1)))))
+
+
+def comb(N, k, exact=False, repetition=False):
+    """Binomial coefficient N choose k (``scipy.special.comb``, ``exact=False``): 0 where
+    k > N, N < 0 or k < 0; ``repetition=True`` gives comb(N + k - 1, k)."""
+    if exact:
+        raise NotImplementedError("tracer.scipy.special.comb: exact=True is not supported; "
+                                  "use exact=False (floating result)")
+    N, k = _args("comb", N, k)
+    if repetition:
+        N = lax.sub(lax.add(N, k), _c(N, 1))
+    one, zero = _c(N, 1), _c(N, 0)
+    val = lax.exp(lax.sub(lax.lgamma(lax.add(N, one)),
+                          lax.add(lax.lgamma(lax.add(k, one)),
+                                  lax.lgamma(lax.add(lax.sub(N, k), one)))))
+    bad = lax.bitwise_or(lax.bitwise_or(lax.lt(N, zero), lax.lt(k, zero)), lax.gt(k, N))
+    return _where(bad, zero, val)
+
+
+def multigammaln(a, d):
+    """Log of the multivariate gamma function of dimension ``d`` (a static int):
+    d(d-1)/4 log(pi) + sum_{j<d} gammaln(a - j/2) (``scipy.special.multigammaln``)."""
+    d = operator.index(d)
+    if d < 1:
+        raise ValueError(f"tracer.scipy.special.multigammaln: d must be a positive integer, "
+                         f"got {d}")
+    (a,) = _args("multigammaln", a)
+    out = _c(a, d * (d - 1) / 4 * math.log(math.pi))
+    for j in range(d):
+        out = lax.add(out, lax.lgamma(lax.sub(a, _c(a, j / 2))))
+    return out
+
+
+def digamma(x):
+    """psi(x) = d/dx log Gamma(x) (``scipy.special.digamma``): -inf at +0, +inf at -0, NaN
+    at the negative integers."""
+    return _unary("digamma", lax.digamma, x)
+
+
+psi = digamma
+
+
+def polygamma(n, x):
+    """The n-th derivative of digamma (``scipy.special.polygamma``); n must hold
+    non-negative integers (NaN otherwise). Differentiable in x only."""
+    n, x = _args("polygamma", n, x)
+    return lax.polygamma(n, x)
+
+
+def zeta(x, q=None):
+    """Hurwitz zeta sum_{k>=0} (q + k)**-x (``scipy.special.zeta``): NaN for x < 1, inf at
+    x == 1. The Riemann zeta function (``q=None``) is not supported (as in JAX): pass
+    ``q=1`` for x > 1."""
+    if q is None:
+        raise NotImplementedError("tracer.scipy.special.zeta: the Riemann zeta function "
+                                  "(q=None) is not implemented; pass q (q=1 gives Riemann's "
+                                  "zeta for x > 1)")
+    x, q = _args("zeta", x, q)
+    return lax.zeta(x, q)
+
+
+def bernoulli(n):
+    """The Bernoulli numbers B_0 .. B_n (B_1 = -1/2) as a float array
+    (``scipy.special.bernoulli``); ``n`` is a static non-negative int."""
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"tracer.scipy.special.bernoulli: n must be >= 0, got {n}")
+    # Akiyama-Tanigawa in exact rationals; it gives B_1 = +1/2, SciPy's convention is -1/2.
+    out, a = [], []
+    for m in range(n + 1):
+        a.append(Fraction(1, m + 1))
+        for j in range(m, 0, -1):
+            a[j - 1] = j * (a[j - 1] - a[j])
+        out.append(a[0])
+    if n >= 1:
+        out[1] = -out[1]
+    return Array(np.array([float(v) for v in out], dtypes.default_float_dtype()))
+
+
+# ===================================== error functions ==================================
+
+def erf(x):
+    """The error function (``scipy.special.erf``)."""
+    return _unary("erf", lax.erf, x)
+
+
+def erfc(x):
+    """1 - erf(x), accurate in the tail (``scipy.special.erfc``)."""
+    return _unary("erfc", lax.erfc, x)
+
+
+def erfcx(x):
+    """exp(x**2) erfc(x) (``scipy.special.erfcx``); +inf below about -26.6."""
+    return _unary("erfcx", lax.erfcx, x)
+
+
+def erfinv(y):
+    """Inverse of erf on [-1, 1] (``scipy.special.erfinv``): ±inf at ±1, NaN outside."""
+    return _unary("erfinv", lax.erf_inv, y)
+
+
+def erfcinv(y):
+    """Inverse of erfc on [0, 2] (``scipy.special.erfcinv``): +inf at 0, -inf at 2, NaN
+    outside; full relative accuracy for tiny y."""
+    return _unary("erfcinv", lax.erfc_inv, y)
+
+
+_SQRT1_2 = 1 / math.sqrt(2)
+
+
+def ndtr(x):
+    """The standard normal CDF (``scipy.special.ndtr``), as SciPy computes it:
+    0.5 + 0.5 erf(x/sqrt 2) near 0, 0.5 erfc(|x|/sqrt 2) (reflected for x > 0) beyond."""
+    (x,) = _args("ndtr", x)
+    _real_only("ndtr", x)
+    z = lax.mul(x, _c(x, _SQRT1_2))
+    half = _c(x, 0.5)
+    small = lax.mul(half, lax.add(_c(x, 1), lax.erf(z)))
+    tail = lax.mul(half, lax.erfc(lax.abs(z)))
+    tail = _where(lax.gt(x, _c(x, 0)), lax.sub(_c(x, 1), tail), tail)
+    return _where(lax.lt(lax.abs(z), _c(x, _SQRT1_2)), small, tail)
+
+
+def ndtri(p):
+    """The inverse of ndtr (``scipy.special.ndtri``): -sqrt(2) erfcinv(2 p), accurate for
+    tiny p; -inf at 0, +inf at 1, NaN outside [0, 1]."""
+    (p,) = _args("ndtri", p)
+    _real_only("ndtri", p)
+    return lax.mul(_c(p, -math.sqrt(2)), lax.erfc_inv(lax.mul(_c(p, 2), p)))
+
+
+def log_ndtr(x, series_order=3):
+    """log(ndtr(x)) without underflow (``scipy.special.log_ndtr``): log1p(-ndtr(-x)) for
+    x > 0, log(erfcx(-x/sqrt 2) / 2) - x**2/2 for x < -1 (erfcx keeps it finite far into
+    the tail), log(ndtr(x)) in between. ``series_order`` is accepted for JAX
+    compatibility (the erfcx form needs no asymptotic series)."""
+    (x,) = _args("log_ndtr", x)
+    _real_only("log_ndtr", x)
+    one = _c(x, 1)
+    upper = lax.log1p(lax.neg(ndtr(lax.neg(x))))
+    mid = lax.log(ndtr(x))
+    # the lower branch is evaluated at a safe point where it is not selected
+    xl = _where(lax.lt(x, lax.neg(one)), x, lax.neg(one))
+    z = lax.mul(lax.neg(xl), _c(x, _SQRT1_2))
+    lower = lax.sub(lax.log(lax.mul(_c(x, 0.5), lax.erfcx(z))),
+                    lax.mul(_c(x, 0.5), lax.mul(xl, xl)))
+    out = _where(lax.gt(x, _c(x, 0)), upper, mid)
+    return _where(lax.lt(x, lax.neg(one)), lower, out)
+
+
+# ========================================= Bessel =======================================
+
+def i0e(x):
+    """exp(-|x|) I0(x) (``scipy.special.i0e``)."""
+    return _unary("i0e", lax.bessel_i0e, x)
+
+
+def i1e(x):
+    """exp(-|x|) I1(x) (``scipy.special.i1e``)."""
+    return _unary("i1e", lax.bessel_i1e, x)
+
+
+def i0(x):
+    """The modified Bessel function I0(x) = exp(|x|) i0e(x) (``scipy.special.i0``); inf
+    beyond |x| ~ 709.8, where exp overflows (as SciPy)."""
+    (x,) = _args("i0", x)
+    _real_only("i0", x)
+    return lax.mul(lax.exp(lax.abs(x)), lax.bessel_i0e(x))
+
+
+def i1(x):
+    """The modified Bessel function I1(x) = exp(|x|) i1e(x) (``scipy.special.i1``)."""
+    (x,) = _args("i1", x)
+    _real_only("i1", x)
+    return lax.mul(lax.exp(lax.abs(x)), lax.bessel_i1e(x))
+
+
+# ================================ logistic, entropies, logs =============================
+
+def expit(x):
+    """The logistic sigmoid 1 / (1 + exp(-x)) (``scipy.special.expit``)."""
+    (x,) = _args("expit", x)
+    return lax.logistic(x)
+
+
+def logit(p):
+    """log(p / (1 - p)) (``scipy.special.logit``): -inf at 0, +inf at 1, NaN outside."""
+    (p,) = _args("logit", p)
+    return lax.log(lax.div(p, lax.sub(_c(p, 1), p)))
+
+
+def xlogy(x, y):
+    """x * log(y), 0 where x == 0 unless y is NaN (``scipy.special.xlogy``). Derivatives
+    log(y) and x / y."""
+    x, y = _args("xlogy", x, y)
+    return _xlogy(x, y)
+
+
+@custom_jvp
+def _xlogy(x, y):
+    keep0 = lax.bitwise_and(lax.eq(x, _c(x, 0)), lax.eq(y, y))
+    return _where(keep0, _c(x, 0), lax.mul(x, lax.log(y)))
+
+
+@_xlogy.defjvp
+def _xlogy_jvp(primals, tangents):
+    x, y = primals
+    xd, yd = tangents
+    return _xlogy(x, y), lax.add(lax.mul(xd, lax.log(y)), lax.mul(yd, lax.div(x, y)))
+
+
+def xlog1py(x, y):
+    """x * log1p(y), 0 where x == 0 unless y is NaN (``scipy.special.xlog1py``).
+    Derivatives log1p(y) and x / (1 + y)."""
+    x, y = _args("xlog1py", x, y)
+    return _xlog1py(x, y)
+
+
+@custom_jvp
+def _xlog1py(x, y):
+    keep0 = lax.bitwise_and(lax.eq(x, _c(x, 0)), lax.eq(y, y))
+    return _where(keep0, _c(x, 0), lax.mul(x, lax.log1p(y)))
+
+
+@_xlog1py.defjvp
+def _xlog1py_jvp(primals, tangents):
+    x, y = primals
+    xd, yd = tangents
+    return _xlog1py(x, y), lax.add(lax.mul(xd, lax.log1p(y)),
+                                   lax.mul(yd, lax.div(x, lax.add(y, _c(y, 1)))))
+
+
+def entr(x):
+    """-x log(x) for x > 0, 0 at 0, -inf for x < 0 (``scipy.special.entr``)."""
+    (x,) = _args("entr", x)
+    _real_only("entr", x)
+    zero = _c(x, 0)
+    safe = _where(lax.gt(x, zero), x, _c(x, 1))
+    val = lax.neg(lax.mul(safe, lax.log(safe)))
+    out = _where(lax.gt(x, zero), val, zero)
+    return _where(lax.lt(x, zero), _c(x, -np.inf), _where(lax.ne(x, x), x, out))
+
+
+def rel_entr(x, y):
+    """x log(x / y) for x, y > 0; 0 for x == 0, y >= 0; +inf otherwise
+    (``scipy.special.rel_entr``)."""
+    x, y = _args("rel_entr", x, y)
+    zero = _c(x, 0)
+    pos = lax.bitwise_and(lax.gt(x, zero), lax.gt(y, zero))
+    sx = _where(pos, x, _c(x, 1))
+    sy = _where(pos, y, _c(y, 1))
+    val = lax.mul(sx, lax.log(lax.div(sx, sy)))
+    zero_case = lax.bitwise_and(lax.eq(x, zero), lax.ge(y, zero))
+    out = _where(pos, val, _where(zero_case, zero, _c(x, np.inf)))
+    nan = lax.bitwise_or(lax.ne(x, x), lax.ne(y, y))
+    return _where(nan, _c(x, np.nan), out)
+
+
+def kl_div(x, y):
+    """x log(x / y) - x + y for x, y > 0; y for x == 0, y >= 0; +inf otherwise
+    (``scipy.special.kl_div``)."""
+    x, y = _args("kl_div", x, y)
+    zero = _c(x, 0)
+    pos = lax.bitwise_and(lax.gt(x, zero), lax.gt(y, zero))
+    sx = _where(pos, x, _c(x, 1))
+    sy = _where(pos, y, _c(y, 1))
+    val = lax.add(lax.sub(lax.mul(sx, lax.log(lax.div(sx, sy))), sx), sy)
+    zero_case = lax.bitwise_and(lax.eq(x, zero), lax.ge(y, zero))
+    out = _where(pos, val, _where(zero_case, y, _c(x, np.inf)))
+    nan = lax.bitwise_or(lax.ne(x, x), lax.ne(y, y))
+    return _where(nan, _c(x, np.nan), out)
+
+
+def boxcox(x, lmbda):
+    """The Box-Cox transform (x**lmbda - 1) / lmbda, log(x) at lmbda == 0
+    (``scipy.special.boxcox``)."""
+    x, lmbda = _args("boxcox", x, lmbda)
+    lx = lax.log(x)
+    tiny = lax.lt(lax.abs(lmbda), _c(lmbda, 1e-19))
+    safe = _where(tiny, _c(lmbda, 1), lmbda)
+    return _where(tiny, lx, lax.div(lax.expm1(lax.mul(safe, lx)), safe))
+
+
+def boxcox1p(x, lmbda):
+    """Box-Cox of 1 + x: ((1 + x)**lmbda - 1) / lmbda, log1p(x) at lmbda == 0
+    (``scipy.special.boxcox1p``)."""
+    x, lmbda = _args("boxcox1p", x, lmbda)
+    lx = lax.log1p(x)
+    tiny = lax.lt(lax.abs(lmbda), _c(lmbda, 1e-19))
+    safe = _where(tiny, _c(lmbda, 1), lmbda)
+    return _where(tiny, lx, lax.div(lax.expm1(lax.mul(safe, lx)), safe))
+
+
+def _all_axes(x, axis):
+    return tuple(range(get_aval(as_operand(x)).ndim)) if axis is None else axis
+
+
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
+    """log(sum(b * exp(a))) over ``axis`` (``scipy.special.logsumexp``): stable, ``b``
+    weights (a negative total gives NaN unless ``return_sign``), ``return_sign`` returns
+    (log|sum|, sign)."""
+    return _nn_logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign,
+                         where=where)
+
+
+def softmax(x, axis=None):
+    """exp(x) / sum(exp(x)) over ``axis`` (``scipy.special.softmax``; all axes by
+    default, as SciPy)."""
+    return _nn_softmax(x, axis=_all_axes(x, axis))
+
+
+def log_softmax(x, axis=None):
+    """x - logsumexp(x) over ``axis`` (``scipy.special.log_softmax``; all axes by
+    default, as SciPy)."""
+    return _nn_log_softmax(x, axis=_all_axes(x, axis))
