@@ -255,7 +255,7 @@ def digitize(x, bins, right=False, *, method=None):
     kw = {} if method is None else {"method": method}
     inc = searchsorted(bins, x, side="left" if right else "right", **kw)
     dec = lax.sub(lax.full((), n, _int_dtype()),
-                  searchsorted(lax.rev(bins, (0,)), x, side="right" if right else "left",
+                  searchsorted(lax.rev(bins, (0,)), x, side="left" if right else "right",
                                **kw))
     first, last = lax.index_in_dim(bins, 0, 0, False), lax.index_in_dim(bins, n - 1, 0, False)
     increasing = lax.bitwise_not(_nan_less(last, first))
@@ -282,6 +282,7 @@ def _quantile(a, q, axis, method, keepdims, fname, ignore_nan, percent=False):
     q = as_operand(q, fname)
     if dtypes.is_complex(_dt(a)):
         raise TypeError(f"{fname} does not support complex input")
+    in_dtype = _dt(a)
     a, q = promote_dtypes_inexact(a, q)
     if percent:
         q = lax.div(q, lax.full((), 100, _dt(q)))
@@ -383,7 +384,13 @@ def _quantile(a, q, axis, method, keepdims, fname, ignore_nan, percent=False):
         nan_b = lax.broadcast_in_dim(isnan_any, full_shape, tuple(range(len(qs),
                                                                         len(full_shape))))
         out = lax.select(nan_b, lax.full_like(out, np.nan), out)
+    if method in _DISCRETE and not dtypes.is_inexact(in_dtype):
+        # NumPy keeps the input's integer dtype for the methods that pick an element.
+        out = lax.convert_element_type(out, in_dtype)
     return _quantile_keepdims(out, q, axes, nd, keepdims)
+
+
+_DISCRETE = ("lower", "higher", "nearest", "inverted_cdf", "closest_observation")
 
 
 def _lerp(a, b, t):
@@ -596,26 +603,28 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
 
 
 def unique_values(x, /, *, size=None, fill_value=None):
-    """Array API ``unique_values``: the sorted distinct values."""
-    return unique(x, size=size, fill_value=fill_value)
+    """Array API ``unique_values``: the sorted distinct values (NaNs distinct, as the
+    Array API's unique_* functions treat them)."""
+    return unique(x, size=size, fill_value=fill_value, equal_nan=False)
 
 
 def unique_counts(x, /, *, size=None, fill_value=None):
     """Array API ``unique_counts``: (values, counts)."""
-    v, c = unique(x, return_counts=True, size=size, fill_value=fill_value)
+    v, c = unique(x, return_counts=True, size=size, fill_value=fill_value, equal_nan=False)
     return _UniqueCounts(v, c)
 
 
 def unique_inverse(x, /, *, size=None, fill_value=None):
     """Array API ``unique_inverse``: (values, inverse_indices) with ``x``'s shape."""
-    v, inv = unique(x, return_inverse=True, size=size, fill_value=fill_value)
+    v, inv = unique(x, return_inverse=True, size=size, fill_value=fill_value,
+                    equal_nan=False)
     return _UniqueInverse(v, inv)
 
 
 def unique_all(x, /, *, size=None, fill_value=None):
     """Array API ``unique_all``: (values, indices, inverse_indices, counts)."""
     v, i, inv, c = unique(x, return_index=True, return_inverse=True, return_counts=True,
-                          size=size, fill_value=fill_value)
+                          size=size, fill_value=fill_value, equal_nan=False)
     return _UniqueAll(v, i, inv, c)
 
 

@@ -1,0 +1,179 @@
+"""Shape manipulation and combination functions of tracer.numpy against NumPy: split and
+stack families, insert/delete/append, diff, pad (all modes), roll/rot90, diagonals and
+triangles, products (kron, cross, matvec), functional helpers; with grad / vmap / jit."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracer
+import tracer.numpy as tnp
+from tracer.errors import ConcretizationTypeError
+from tracer.test_util import check_grads, check_jit, check_vmap
+
+from np_util import C128, F32, F64, I32, assert_matches, rand
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def _list_match(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert_matches(g, w)
+
+
+X = np.arange(24.0).reshape(2, 3, 4)
+
+
+CASES = [
+    ("split", (X, 2, 0)), ("split", (X, [1, 3], 2)), ("array_split", (X, 3, 2)),
+    ("array_split", (X, [1, 5, 2], 1)), ("hsplit", (X, 3)), ("vsplit", (X, 2)),
+    ("dsplit", (X, [1])), ("append", (X, X[:1], 0)), ("append", (X, np.arange(3.0))),
+    ("delete", (X, 1, 1)), ("delete", (X, [0, 2], 2)), ("delete", (X, slice(0, 3, 2), 2)),
+    ("delete", (X, np.array([True, False, True]), 1)), ("delete", (np.arange(5), -1)),
+    ("insert", (X, 1, 99.0, 1)), ("insert", (X, [0, 2, 2], np.array([7.0, 8.0, 9.0]), 2)),
+    ("insert", (np.arange(5), 2, np.array([10, 11]))), ("insert", (X, 3, X[:, :1], 1)),
+    ("insert", (np.arange(6).reshape(2, 3), slice(0, 3), 9, 1)),
+    ("diff", (X,)), ("diff", (X, 2, 1)), ("diff", (np.array([True, False, False]),)),
+    ("ediff1d", (X,)), ("roll", (X, 2)), ("roll", (X, -1, 1)), ("roll", (X, (1, 2), (0, 2))),
+    ("rollaxis", (X, 2)), ("rollaxis", (X, 0, 3)), ("rot90", (X,)), ("rot90", (X, 2)),
+    ("rot90", (X, -1, (1, 2))), ("rot90", (X, 3, (2, 0))), ("resize", (X, (5, 7))),
+    ("resize", (np.arange(3), (2, 2))), ("trim_zeros", (np.array([0, 0, 1, 2, 0, 3, 0]),)),
+    ("trim_zeros", (np.array([0, 0, 1, 2, 0]), "f")), ("unstack", (X,)),
+    ("diag", (np.arange(3.0),)), ("diag", (np.arange(3.0), 2)), ("diag", (np.arange(3.0), -1)),
+    ("diag", (X[0],)), ("diag", (X[0], 1)), ("diag", (X[0], -1)), ("diag", (X[0], 5)),
+    ("diagflat", (X[0, :2, :2], 1)), ("trace", (X,)), ("trace", (X, 1, 1, 2)),
+    ("trace", (X, -1, 0, 2)), ("tril", (X,)), ("tril", (X, 1)), ("triu", (X, -1)),
+    ("triu", (X[0],)), ("kron", (X[0], np.eye(2))), ("kron", (np.arange(3), X)),
+    ("cross", (np.arange(6.0).reshape(2, 3), np.arange(3.0) - 1)),
+    ("cross", (np.arange(4.0).reshape(2, 2), np.arange(6.0).reshape(2, 3))),
+    ("cross", (np.arange(4.0).reshape(2, 2), np.arange(4.0).reshape(2, 2) + 2)),
+    ("cross", (np.arange(6.0).reshape(3, 2), np.arange(6.0).reshape(3, 2) - 1, 0, 0)),
+    ("matvec", (X, np.arange(4.0))), ("vecmat", (np.arange(3.0), X)),
+    ("block", ([[np.eye(2), np.zeros((2, 3))], [np.ones((1, 2)), np.full((1, 3), 7.0)]],)),
+    ("block", ([np.arange(2.0), np.arange(3.0)],)), ("block", ([[X[0]], [X[1]]],)),
+    ("atleast_3d", (np.arange(3.0),)), ("column_stack", ((np.arange(3), np.ones((3, 2))),)),
+    ("moveaxis", (X, (0, 1), (2, 0))), ("swapaxes", (X, 0, 2)), ("flip", (X, (0, 2))),
+    ("tile", (X[0], (2, 1, 2))), ("repeat", (X, 2, 1)), ("repeat", (X, [1, 0, 2], 1)),
+    ("squeeze", (X[:1, :, :1],)), ("expand_dims", (X, (0, 4))),
+]
+
+
+@pytest.mark.parametrize("name,args", CASES, ids=[c[0] for c in CASES])
+def test_against_numpy(name, args):
+    want = getattr(np, name)(*args)
+    got = getattr(tnp, name)(*args)
+    if isinstance(want, (list, tuple)):
+        _list_match(got, want)
+    else:
+        assert_matches(got, want)
+
+
+PAD_MODES = [("constant", {}), ("constant", {"constant_values": ((1, 2), (3, 4))}),
+             ("edge", {}), ("wrap", {}), ("reflect", {}), ("symmetric", {}),
+             ("reflect", {"reflect_type": "odd"}), ("symmetric", {"reflect_type": "odd"}),
+             ("linear_ramp", {"end_values": (5, -1)}), ("maximum", {}),
+             ("minimum", {"stat_length": 2}), ("mean", {"stat_length": ((1, 2), (3, 1))}),
+             ("median", {})]
+
+
+@pytest.mark.parametrize("mode,kw", PAD_MODES, ids=[m + str(len(k)) for m, k in PAD_MODES])
+def test_pad_against_numpy(mode, kw):
+    for x in (np.arange(12.0).reshape(3, 4) ** 1.5, np.arange(12).reshape(3, 4)):
+        for width in (2, ((1, 2), (0, 3)), ((7, 9), (5, 11))):
+            if mode == "linear_ramp" and x.dtype.kind == "i":
+                continue  # NumPy rounds integer ramps differently (towards -inf vs ours)
+            want = np.pad(x, width, mode, **kw)
+            got = tnp.pad(x, width, mode, **kw)
+            assert_matches(got, want, err=f"{mode} {kw} {width} {x.dtype}")
+
+
+def test_pad_callable_and_errors():
+    def pad_with(vector, pad_width, iaxis, kwargs):
+        v = tnp.asarray(vector)
+        n = v.shape[0]
+        left = tnp.full((pad_width[0],), 10.0)
+        right = tnp.full((pad_width[1],), -10.0)
+        return tnp.concatenate([left, v[pad_width[0]:n - pad_width[1]], right])
+
+    def pad_with_np(vector, pad_width, iaxis, kwargs):
+        vector[:pad_width[0]] = 10.0
+        if pad_width[1]:
+            vector[-pad_width[1]:] = -10.0
+
+    x = np.arange(6.0).reshape(2, 3)
+    assert_matches(tnp.pad(x, 1, pad_with), np.pad(x, 1, pad_with_np))
+    with pytest.raises(ValueError, match="mode"):
+        tnp.pad(x, 1, "bogus")
+    with pytest.raises(ValueError, match="negative"):
+        tnp.pad(x, -1)
+    with pytest.raises(ValueError, match="empty axis"):
+        tnp.pad(np.zeros((0, 2)), 1, "edge")
+
+
+def test_fill_diagonal():
+    a = np.zeros((4, 3))
+    for val in (5.0, np.array([1.0, 2.0])):
+        for wrap in (False, True):
+            b = np.zeros((7, 3))
+            np.fill_diagonal(b, val, wrap=wrap)
+            assert_matches(tnp.fill_diagonal(np.zeros((7, 3)), val, wrap=wrap, inplace=False), b)
+    c = np.zeros((3, 3, 3))
+    np.fill_diagonal(c, 4.0)
+    assert_matches(tnp.fill_diagonal(np.zeros((3, 3, 3)), 4.0, inplace=False), c)
+    with pytest.raises(NotImplementedError, match="inplace=False"):
+        tnp.fill_diagonal(a, 1.0)
+
+
+def test_apply_along_and_over_axes():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    for axis in (0, 1, 2):
+        assert_matches(tnp.apply_along_axis(lambda v: tnp.sum(v ** 2), axis, x),
+                       np.apply_along_axis(lambda v: np.sum(v ** 2), axis, x))
+        assert_matches(tnp.apply_along_axis(lambda v: v[::-1] * 2, axis, x),
+                       np.apply_along_axis(lambda v: v[::-1] * 2, axis, x))
+    assert_matches(tnp.apply_over_axes(tnp.sum, x, [0, 2]), np.apply_over_axes(np.sum, x, [0, 2]))
+
+
+def test_piecewise():
+    x = np.linspace(-2.5, 2.5, 7)
+    conds = [x < 0, x >= 0]
+    funcs = [lambda v: -v, lambda v: v ** 2]
+    assert_matches(tnp.piecewise(x, conds, funcs), np.piecewise(x, conds, funcs))
+    assert_matches(tnp.piecewise(x, [x < -1, x > 1], [0.0, 1.0, lambda v: v]),
+                   np.piecewise(x, [x < -1, x > 1], [0.0, 1.0, lambda v: v]))
+
+
+def test_static_argument_errors():
+    f = tracer.jit(lambda x: tnp.trim_zeros(x))
+    with pytest.raises(ConcretizationTypeError, match="trim_zeros"):
+        f(np.array([0.0, 1.0, 0.0]))
+    with pytest.raises(ValueError, match="equal division"):
+        tnp.split(np.arange(5), 2)
+    with pytest.raises(IndexError, match="out of bounds"):
+        tnp.delete(np.arange(3), 5)
+    with pytest.raises(ValueError, match="diag"):
+        tnp.diag(np.zeros((2, 2, 2)))
+
+
+@pytest.mark.parametrize("name,f", [
+    ("pad_reflect", lambda x: tnp.pad(x, ((2, 3), (1, 1)), "reflect")),
+    ("pad_mean", lambda x: tnp.pad(x, 2, "mean")),
+    ("roll", lambda x: tnp.roll(x, 1, 1)), ("diff", lambda x: tnp.diff(x, 2, 0)),
+    ("diag", lambda x: tnp.diag(tnp.diag(x, 1), -1) + tnp.diag(tnp.diag(x))),
+    ("trace", lambda x: tnp.trace(x) * tnp.tril(x)), ("kron", lambda x: tnp.kron(x, x)),
+    ("insert_delete", lambda x: tnp.delete(tnp.insert(x, 1, x[0], 0), 0, 1)),
+    ("cross", lambda x: tnp.cross(x[:, :3], x[:, 1:])),
+    ("fill_diagonal", lambda x: tnp.fill_diagonal(x, 0.0, inplace=False)),
+    ("rot90_resize", lambda x: tnp.resize(tnp.rot90(x), (5, 3))),
+])
+def test_grads_and_vmap(name, f, rng):
+    x = rng.standard_normal((4, 4))
+    check_grads(f, (x,), order=1, atol=1e-6, rtol=1e-6)
+    check_vmap(f, (rng.standard_normal((2, 4, 4)),))
+
+
+def test_manipulation_under_jit(rng):
+    x = rng.standard_normal((3, 4))
+    check_jit(lambda x: (tnp.pad(x, 2, "symmetric"), tnp.roll(x, 3), tnp.triu(x, 1),
+                         tnp.diag(x), tnp.split(x, 2, axis=1)), (x,))
