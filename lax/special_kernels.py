@@ -3,7 +3,8 @@
 Each kernel is a plain scalar function compiled with ``numba.njit`` (lazily, on its first
 call; ``cache=True``), so that
 
-- the Numba lowering calls it from inside generated loops (``KERNELS[name][dtype]``), and
+- the Numba lowering (``lowering/special.py``) calls it from inside generated loops, by
+  name (``lax.special_kernels.<name>_f64`` / ``_f32``), and
 - the eager NumPy impls in ``lax/special.py`` call the same code through a NumPy ufunc
   built from it (``ufunc(name, dtype)``): eager and jitted results are the same bits.
 
@@ -584,62 +585,6 @@ def bessel_i1e_f32(x):
     return _i1e(np.float64(x), C.I1E_A_32, C.I1E_M_32, C.I1E_B_32, C.I1E_C_32)
 
 
-# ------------------------------------------------------------------- elementary (libm)
-# The lowering of the real inverse trigonometric and hyperbolic functions calls these;
-# the eager impls use NumPy's ufuncs (the reference; C99 semantics). Complex operands run
-# NumPy's functions as host steps: Numba's cmath departs from C99 Annex G at infinite
-# and NaN components (e.g. cosh(inf + inf j)).
-
-@_jit
-def acos_real(x):
-    return math.acos(x) if abs(x) <= 1.0 else (x if math.isnan(x) else NAN)
-
-
-@_jit
-def asin_real(x):
-    return math.asin(x) if abs(x) <= 1.0 else (x if math.isnan(x) else NAN)
-
-
-@_jit
-def atan_real(x):
-    return math.atan(x)
-
-
-@_jit
-def acosh_real(x):
-    return math.acosh(x) if x >= 1.0 else (x if math.isnan(x) else NAN)
-
-
-@_jit
-def asinh_real(x):
-    return math.asinh(x)
-
-
-@_jit
-def atanh_real(x):
-    ax = abs(x)
-    if ax > 1.0:
-        return NAN
-    if ax == 1.0:
-        return math.copysign(INF, x)
-    return math.atanh(x)
-
-
-@_jit
-def sinh_real(x):
-    return math.sinh(x)
-
-
-@_jit
-def cosh_real(x):
-    return math.cosh(x)
-
-
-@_jit
-def next_after_kernel(x, y):
-    return np.nextafter(x, y)
-
-
 # ------------------------------------------------------------------------- registry
 
 _F32 = np.dtype(np.float32)
@@ -659,12 +604,6 @@ KERNELS = {
     "erfc_inv": {_F32: erfc_inv_f32, _F64: erfc_inv_f64},
     "bessel_i0e": {_F32: bessel_i0e_f32, _F64: bessel_i0e_f64},
     "bessel_i1e": {_F32: bessel_i1e_f32, _F64: bessel_i1e_f64},
-}
-
-# primitive name -> real scalar kernel (float64 in and out), for the elementary functions.
-ELEMENTARY = {
-    "acos": acos_real, "asin": asin_real, "atan": atan_real, "acosh": acosh_real,
-    "asinh": asinh_real, "atanh": atanh_real, "sinh": sinh_real, "cosh": cosh_real,
 }
 
 NARGS = {"zeta": 2, "polygamma": 2}

@@ -1,0 +1,82 @@
+"""Lowering rules of the special-function family (lax/special.py): scalar expressions.
+
+The special functions call the scalar kernels of ``lax/special_kernels.py`` -- the code the
+eager impls run through their Numba ufuncs -- with the same widening and rounding, so jit
+and eager agree bit for bit (float16: the float32 kernel, rounded to float32 and then to
+float16, as eagerly). The real elementary functions call NumPy's scalar functions (libm
+under Numba: a few ulp from NumPy's vectorized loops, as for sin/exp); complex operands
+and float16 ``next_after`` run as host steps (Numba's cmath departs from C99 at infinite
+components; float16 values are carried as float32 here).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lax import special as sp
+from lowering.rules import NotLowerable, scalar_exprs
+
+_KERNELS = "lax.special_kernels"
+
+
+def _dt(x):
+    return np.dtype(x.dtype)
+
+
+def _kernel_rule(name):
+    def rule(ctx, *args, **params):
+        out = np.dtype(ctx.out_avals[0].dtype)
+        if out.kind != "f":
+            raise NotLowerable(f"{name} of {out.name}")
+        if out == np.float64:
+            return ctx.call(f"{_KERNELS}.{name}_f64", *args, dtype=np.float64)
+        args = [ctx.cast(a, np.float32) for a in args]
+        res = ctx.call(f"{_KERNELS}.{name}_f32", *args, dtype=np.float32)
+        return res if out == np.float32 else ctx.cast(res, out)
+    rule.__name__ = f"_{name}_lower"
+    return rule
+
+
+for _p, _name in [(sp.lgamma_p, "lgamma"), (sp.digamma_p, "digamma"),
+                  (sp.polygamma_p, "polygamma"), (sp.zeta_p, "zeta"), (sp.erfc_p, "erfc"),
+                  (sp.erfcx_p, "erfcx"), (sp.erf_inv_p, "erf_inv"),
+                  (sp.erfc_inv_p, "erfc_inv"), (sp.bessel_i0e_p, "bessel_i0e"),
+                  (sp.bessel_i1e_p, "bessel_i1e")]:
+    scalar_exprs[_p] = _kernel_rule(_name)
+
+
+def _real_call(fn):
+    def rule(ctx, x):
+        if _dt(x).kind != "f":
+            raise NotLowerable(f"{fn} of complex (host step: NumPy's C99 semantics)")
+        return ctx.call(fn, x, dtype=ctx.out_avals[0].dtype)
+    return rule
+
+
+for _p, _fn in [(sp.acos_p, "np.arccos"), (sp.asin_p, "np.arcsin"), (sp.atan_p, "np.arctan"),
+                (sp.acosh_p, "np.arccosh"), (sp.asinh_p, "np.arcsinh"),
+                (sp.atanh_p, "np.arctanh"), (sp.sinh_p, "np.sinh"), (sp.cosh_p, "np.cosh")]:
+    scalar_exprs[_p] = _real_call(_fn)
+
+
+def _next_after(ctx, x, y):
+    if _dt(x) == np.float16:
+        raise NotLowerable("float16 next_after (values are carried as float32)")
+    return ctx.call("np.nextafter", x, y, dtype=_dt(x))
+
+
+scalar_exprs[sp.next_after_p] = _next_after
+
+
+def _is_inf(ctx, x):
+    return ctx.call("np.isinf", x, dtype=np.bool_)
+
+
+def _is_signed_inf(value):
+    def rule(ctx, x):
+        return ctx.op("eq", x, ctx.const(value, _dt(x)))
+    return rule
+
+
+scalar_exprs[sp.is_inf_p] = _is_inf
+scalar_exprs[sp.is_pos_inf_p] = _is_signed_inf(np.inf)
+scalar_exprs[sp.is_neg_inf_p] = _is_signed_inf(-np.inf)
