@@ -128,4 +128,14 @@ def iscomplexobj(x):
 
 def can_cast(from_, to, casting="safe"):
     return _np.can_cast(from_, to, casting)
+
+
+# The Array API: ``x.__array_namespace__()`` is this module.
+__array_api_version__ = "2023.12"
+
+
+def __array_namespace_info__():
+    """The Array API inspection object (devices, default dtypes, supported dtypes)."""
+    from tracer.numpy.misc import ArrayNamespaceInfo
+    return ArrayNamespaceInfo()
 from tracer.numpy import fft, linalg  # noqa: E402

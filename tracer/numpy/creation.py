@@ -1,5 +1,6 @@
 """Array creation: array, asarray, zeros, ones, full, empty, *_like, arange, linspace,
-eye, identity (NumPy's signatures; JAX's dtype defaults)."""
+eye, identity (NumPy's signatures; JAX's dtype defaults), grids, triangles, windows and
+readers. The Array API's ``device=`` keyword is accepted and ignored (one host device)."""
 from __future__ import annotations
 
 import operator
@@ -86,7 +87,7 @@ def _all_python_scalars(obj):
     return isinstance(obj, (bool, int, float, complex))
 
 
-def asarray(a, dtype=None, order=None, copy=None):
+def asarray(a, dtype=None, order=None, copy=None, *, device=None):
     """``numpy.asarray``: like ``array`` without copying Arrays and tracers."""
     if isinstance(a, (Tracer, Array)):
         dt = _canon_dtype(dtype)
@@ -106,7 +107,7 @@ def _shape_arg(shape, fname):
                         f"{shape!r}") from None
 
 
-def full(shape, fill_value, dtype=None):
+def full(shape, fill_value, dtype=None, *, device=None):
     """An array of ``shape`` filled with ``fill_value`` (``numpy.full``); a non-scalar
     fill value is broadcast."""
     shape = _shape_arg(shape, "full")
@@ -124,17 +125,17 @@ def full(shape, fill_value, dtype=None):
     return lax.full(shape, fill_value, dt)
 
 
-def zeros(shape, dtype=None):
+def zeros(shape, dtype=None, *, device=None):
     """Zeros of ``shape`` (default dtype: float64, or float32 without x64)."""
     return lax.full(_shape_arg(shape, "zeros"), 0, _canon_dtype(dtype) or dtypes.default_float_dtype())
 
 
-def ones(shape, dtype=None):
+def ones(shape, dtype=None, *, device=None):
     """Ones of ``shape`` (default dtype: the default float)."""
     return lax.full(_shape_arg(shape, "ones"), 1, _canon_dtype(dtype) or dtypes.default_float_dtype())
 
 
-def empty(shape, dtype=None):
+def empty(shape, dtype=None, *, device=None):
     """Like ``zeros`` (Arrays are immutable, so no uninitialised memory is exposed)."""
     return zeros(shape, dtype)
 
@@ -145,26 +146,26 @@ def _like(a, dtype, shape):
             _canon_dtype(dtype) or aval.dtype)
 
 
-def zeros_like(a, dtype=None, shape=None):
+def zeros_like(a, dtype=None, shape=None, *, device=None):
     shape, dt = _like(a, dtype, shape)
     return lax.full(shape, 0, dt)
 
 
-def ones_like(a, dtype=None, shape=None):
+def ones_like(a, dtype=None, shape=None, *, device=None):
     shape, dt = _like(a, dtype, shape)
     return lax.full(shape, 1, dt)
 
 
-def empty_like(a, dtype=None, shape=None):
+def empty_like(a, dtype=None, shape=None, *, device=None):
     return zeros_like(a, dtype, shape)
 
 
-def full_like(a, fill_value, dtype=None, shape=None):
+def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
     shape, dt = _like(a, dtype, shape)
     return full(shape, fill_value, dt)
 
 
-def arange(start, stop=None, step=None, dtype=None):
+def arange(start, stop=None, step=None, dtype=None, *, device=None):
     """``numpy.arange`` with static bounds (ConcretizationTypeError for traced bounds)."""
     from tracer.core import concrete_or_error
     start = concrete_or_error(lambda v: np.asarray(v).item(), start, "in arange's start")
@@ -185,7 +186,8 @@ def arange(start, stop=None, step=None, dtype=None):
     return Array(res.astype(dt))
 
 
-def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
     """``numpy.linspace`` (traced start/stop allowed; ``num`` static)."""
     from tracer.numpy import ufuncs as uf
     num = operator.index(num)
@@ -220,7 +222,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     return (out, step) if retstep else out
 
 
-def eye(N, M=None, k=0, dtype=None):
+def eye(N, M=None, k=0, dtype=None, *, device=None):
     """2-D identity-like array with ones on diagonal ``k`` (``numpy.eye``)."""
     N = operator.index(N)
     M = N if M is None else operator.index(M)

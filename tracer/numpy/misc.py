@@ -538,3 +538,37 @@ class ufunc:
 def frompyfunc(func, /, nin, nout, *, identity=None):
     """``numpy.frompyfunc``: a ufunc from a scalar function (see ``ufunc``)."""
     return ufunc(func, nin, nout, identity=identity)
+
+
+# ================================ Array API inspection ===================================
+
+class ArrayNamespaceInfo:
+    """``__array_namespace_info__()`` of the Array API (2023.12): one host device ('cpu'),
+    the supported dtypes and the default ones (64-bit unless ``enable_x64`` is off)."""
+
+    def capabilities(self):
+        # Boolean-mask indexing and unique/nonzero have data-dependent shapes: eager only.
+        return {"boolean indexing": True, "data-dependent shapes": True}
+
+    def default_device(self):
+        return "cpu"
+
+    def devices(self):
+        return ["cpu"]
+
+    def default_dtypes(self, *, device=None):
+        return {"real floating": np.dtype(dtypes.default_float_dtype()),
+                "complex floating": np.dtype(dtypes.default_complex_dtype()),
+                "integral": np.dtype(dtypes.default_int_dtype()),
+                "indexing": np.dtype(dtypes.default_int_dtype())}
+
+    def dtypes(self, *, device=None, kind=None):
+        names = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "float32", "float64", "complex64", "complex128"]
+        out = {}
+        for n in names:
+            dt = np.dtype(n)
+            if kind is None or isdtype(dt, kind):
+                if dt == dtypes.canonicalize_dtype(dt):
+                    out[n] = dt
+        return out
