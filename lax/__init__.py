@@ -26,10 +26,10 @@ from lax.shapes import (
     squeeze, tile, transpose)
 from lax.shapes import (broadcast_in_dim_p, concatenate_p, iota_p, pad_p, reshape_p, rev_p,
                         slice_p, transpose_p)
-from lax.reductions import (argmax, argmin, reduce_and, reduce_max, reduce_min, reduce_or,
-                            reduce_prod, reduce_sum, reduce_xor)
+from lax.reductions import (argmax, argmin, reduce, reduce_and, reduce_max, reduce_min,
+                            reduce_or, reduce_prod, reduce_sum, reduce_xor)
 from lax.reductions import (argmax_p, argmin_p, reduce_and_p, reduce_max_p, reduce_min_p,
-                            reduce_or_p, reduce_prod_p, reduce_sum_p, reduce_xor_p)
+                            reduce_or_p, reduce_p, reduce_prod_p, reduce_sum_p, reduce_xor_p)
 from lax.linalg import DotDimensionNumbers, Precision, batch_matmul, dot, dot_general
 from lax.linalg import dot_general_p
 from lax.collectives import (all_gather, axis_index, pmax, pmean, pmin, psum, all_gather_p,

@@ -262,3 +262,280 @@ def argmin(operand, axis: int, index_dtype):
     """Index of the minimum along ``axis`` (first one on ties; NaN counts as minimal)."""
     axis = canonicalize_axis(axis, get_aval(operand).ndim)
     return argmin_p.bind(operand, axes=(axis,), index_dtype=dtypes.canonicalize_dtype(index_dtype))
+
+
+# ------------------------------ reduce (user computation) -------------------------------
+
+def reduce(operands, init_values, computation, dimensions):
+    """Reduce ``operands`` over ``dimensions`` with a user ``computation`` (jax.lax.reduce;
+    XLA 'Reduce').
+
+    ``operands`` is an array or a pytree of arrays of one shape; ``init_values`` has the
+    same structure, with scalars of the operands' dtypes. ``computation(acc, x)`` takes
+    two such structures of scalars and returns one. Results: the operands' shapes without
+    ``dimensions``, their dtypes, in ``operands``' structure.
+
+    As in XLA the computation should be associative (and ``init_values`` its identity):
+    the reduced elements are combined as a balanced tree (an odd element out is carried
+    to the next level), then the init value is combined once, at the root.
+    A single-operand computation that is one add/mul/max/min/and/or with its identity as
+    init value becomes the dedicated primitive (``reduce_sum``, ...), as in JAX; anything
+    else is a ``reduce`` equation holding the traced computation. Raises ValueError when
+    the structures disagree, TypeError for shape/dtype mismatches, NotImplementedError
+    when the computation closes over traced values.
+    """
+    from tracer.pytree import tree_flatten, tree_unflatten
+    flat_ops, tree = tree_flatten(operands)
+    flat_inits, init_tree = tree_flatten(init_values)
+    if tree != init_tree:
+        raise ValueError(f"reduce: operands and init_values must have the same structure, "
+                         f"got {tree} and {init_tree}")
+    if not flat_ops:
+        raise ValueError("reduce: needs at least one operand")
+    flat_ops = [as_lax_value(x) for x in flat_ops]
+    flat_inits = [_init_like(v, x) for v, x in zip(flat_inits, flat_ops)]
+    nd = get_aval(flat_ops[0]).ndim
+    dims = _canon_axes(dimensions, nd, "reduce")
+    init_avals = [ShapedArray((), get_aval(v).dtype, get_aval(v).weak_type) for v in flat_inits]
+    closed, out_tree = _reduction_jaxpr(computation, tuple(init_avals), tree)
+    if out_tree != tree:
+        raise TypeError(f"reduce: the computation must return the structure of the operands "
+                        f"{tree}, got {out_tree}")
+    monoid = _monoid_reducer(closed, flat_inits)
+    if monoid is not None:
+        out = monoid(flat_ops[0], dims) if dims else flat_ops[0]
+        weak = get_aval(flat_ops[0]).weak_type and get_aval(flat_inits[0]).weak_type
+        if get_aval(out).weak_type != weak:
+            out = ew.convert_element_type_p.bind(out, new_dtype=get_aval(out).dtype,
+                                                 weak_type=weak)
+        return tree_unflatten(tree, [out])
+    outs = reduce_p.bind(*flat_ops, *flat_inits, computation=closed, dimensions=dims)
+    return tree_unflatten(tree, outs)
+
+
+def _init_like(v, x):
+    # Python scalar init values take the operand's dtype (weakly typed, like lax's
+    # binary ops); arrays must already match.
+    if type(v) in (bool, int, float, complex):
+        from tracer.core import Array
+        return Array(np.asarray(v, get_aval(x).dtype), weak_type=type(v) is not bool)
+    return as_lax_value(v)
+
+
+_reduction_jaxpr_cache: dict = {}
+
+
+def _reduction_jaxpr(computation, init_avals, tree):
+    """The computation traced on scalars: (ClosedJaxpr over 2n scalars, output treedef)."""
+    from tracer.core import Tracer
+    from tracer.interpreters import partial_eval as pe
+    from tracer.pytree import tree_flatten, tree_unflatten
+    key = (computation, init_avals, tree)
+    try:
+        hit = _reduction_jaxpr_cache.get(key)
+    except TypeError:
+        key, hit = None, None
+    if hit is not None:
+        return hit
+    n = len(init_avals)
+    store = {}
+
+    def flat_fun(*args):
+        acc, x = tree_unflatten(tree, args[:n]), tree_unflatten(tree, args[n:])
+        outs, store["tree"] = tree_flatten(computation(acc, x))
+        return outs
+
+    jaxpr, consts = pe.trace_to_jaxpr_dynamic(flat_fun, list(init_avals) * 2)
+    if any(isinstance(c, Tracer) for c in consts):
+        raise NotImplementedError("reduce: the computation closes over a traced value; pass "
+                                  "it as an operand instead (reduction computations must "
+                                  "be functions of their two arguments)")
+    for v, a in zip(jaxpr.outvars, init_avals):
+        if v.aval.shape != () or v.aval.dtype != a.dtype:
+            raise TypeError(f"reduce: the computation must return scalars of the operands' "
+                            f"dtypes {[x.dtype.name for x in init_avals]}, got "
+                            f"{[o.aval.str_short() for o in jaxpr.outvars]}")
+    out = (pe.ClosedJaxpr(jaxpr, consts), store["tree"])
+    if key is not None and len(_reduction_jaxpr_cache) < 1000:
+        _reduction_jaxpr_cache[key] = out
+    return out
+
+
+def _monoid_reducer(closed, inits):
+    """The dedicated reducer when the computation is one add/mul/max/min/and/or of its two
+    arguments and the (concrete) init value is that operation's identity; else None."""
+    from tracer.core import concrete_value
+    jaxpr = closed.jaxpr
+    if len(inits) != 1 or len(jaxpr.eqns) != 1 or closed.consts:
+        return None
+    (eqn,) = jaxpr.eqns
+    if set(map(id, eqn.invars)) != set(map(id, jaxpr.invars)) or len(eqn.invars) != 2 or \
+            jaxpr.outvars[0] is not eqn.outvars[0]:
+        return None
+    init = concrete_value(inits[0])
+    if init is None:
+        return None
+    dt = np.dtype(init.dtype)
+    prim = eqn.primitive
+    if prim is ew.add_p and init == 0:
+        return reduce_sum
+    if prim is ew.mul_p and init == 1:
+        return reduce_prod
+    if prim is ew.max_p and init == _minmax_identity(dt, True):
+        return reduce_max
+    if prim is ew.min_p and init == _minmax_identity(dt, False):
+        return reduce_min
+    if prim is ew.and_p and init == (True if dt == np.bool_ else np.array(-1).astype(dt)):
+        return reduce_and
+    if prim is ew.or_p and init == (False if dt == np.bool_ else 0):
+        return reduce_or
+    return None
+
+
+def _reduce_abstract_eval(*avals, computation, dimensions):
+    n = len(avals) // 2
+    ops, inits = avals[:n], avals[n:]
+    shape = ops[0].shape
+    for a in ops:
+        if a.shape != shape:
+            raise TypeError(f"reduce: operands must share one shape, got "
+                            f"{', '.join(o.str_short() for o in ops)}")
+    for a, v in zip(ops, inits):
+        if v.shape != () or v.dtype != a.dtype:
+            raise TypeError(f"reduce: init values must be scalars of the operands' dtypes; "
+                            f"operand {a.str_short()} has init value {v.str_short()}")
+    if any(not 0 <= d < len(shape) for d in dimensions) or \
+            len(set(dimensions)) != len(dimensions):
+        raise TypeError(f"reduce: dimensions {dimensions} out of range or repeated for "
+                        f"operands of shape {shape}")
+    out_shape = tuple(s for i, s in enumerate(shape) if i not in dimensions)
+    return [ShapedArray(out_shape, a.dtype, a.weak_type and v.weak_type)
+            for a, v in zip(ops, inits)]
+
+
+def _eval_computation_np(closed, xs, ys):
+    """The scalar computation applied element-wise to NumPy arrays ``xs``, ``ys`` of one
+    shape: each equation's NumPy impl runs on whole arrays (element-wise primitives are
+    shape-agnostic); a computation with other primitives falls back to element by
+    element."""
+    jaxpr = closed.jaxpr
+    shape = np.shape(xs[0])
+    env = dict(zip(jaxpr.constvars, [np.asarray(c) for c in closed.consts]))
+    env.update(zip(jaxpr.invars, list(xs) + list(ys)))
+    read = lambda v: np.asarray(v.val) if type(v).__name__ == "Literal" else env[v]
+    try:
+        for eqn in jaxpr.eqns:
+            outs = eqn.primitive.impl(*map(read, eqn.invars), **eqn.params)
+            outs = outs if eqn.primitive.multiple_results else [outs]
+            for v, o in zip(eqn.outvars, outs):
+                o = np.asarray(o)
+                if o.shape != np.broadcast_shapes(o.shape, shape) or o.shape != shape and \
+                        o.shape != ():
+                    raise ValueError("not element-wise")
+                env[v] = o.astype(v.aval.dtype, copy=False)
+        return [np.broadcast_to(read(v), shape).astype(v.aval.dtype) for v in jaxpr.outvars]
+    except (ValueError, TypeError, IndexError):
+        pass
+    outs = [np.empty(shape, v.aval.dtype) for v in jaxpr.outvars]
+    for idx in np.ndindex(*shape):
+        env = dict(zip(jaxpr.constvars, [np.asarray(c) for c in closed.consts]))
+        env.update(zip(jaxpr.invars, [x[idx] for x in xs] + [y[idx] for y in ys]))
+        for eqn in jaxpr.eqns:
+            r = eqn.primitive.impl(*map(read, eqn.invars), **eqn.params)
+            for v, o in zip(eqn.outvars, r if eqn.primitive.multiple_results else [r]):
+                env[v] = np.asarray(o)
+        for o, v in zip(outs, jaxpr.outvars):
+            o[idx] = read(v)
+    return outs
+
+
+def _reduce_impl(*args, computation, dimensions):
+    n = len(args) // 2
+    ops, inits = args[:n], args[n:]
+    x0 = ops[0]
+    kept = [i for i in range(x0.ndim) if i not in dimensions]
+    out_shape = tuple(x0.shape[i] for i in kept)
+    k = int(np.prod([x0.shape[i] for i in dimensions], dtype=np.int64))
+    xs = [np.transpose(x, kept + list(dimensions)).reshape(out_shape + (k,)) for x in ops]
+    # A balanced tree over the reduced elements (an odd one out is carried up a level),
+    # then the init value, once, at the root.
+    while k > 1:
+        m = k // 2
+        pairs = _eval_computation_np(computation, [x[..., :m] for x in xs],
+                                     [x[..., m:2 * m] for x in xs])
+        xs = [np.concatenate([p, x[..., 2 * m:]], -1) for p, x in zip(pairs, xs)]
+        k -= m
+    init_b = [np.broadcast_to(v, out_shape) for v in inits]
+    if k == 0:
+        return [np.array(v) for v in init_b]
+    return _eval_computation_np(computation, init_b, [x[..., 0] for x in xs])
+
+
+def _apply_computation(computation, xs, ys):
+    """The scalar computation applied element-wise to arrays, with lax operations (so it
+    can be differentiated): vmapped over the flattened elements."""
+    from tracer.jaxpr import eval_jaxpr
+    shape = get_aval(xs[0]).shape
+    size = int(np.prod(shape, dtype=np.int64))
+    flat = [shapes.reshape(a, (size,)) for a in list(xs) + list(ys)]
+    fun = lambda *a: eval_jaxpr(computation.jaxpr, computation.consts, *a)
+    outs, out_dims = batching.vmap_flat(fun, size, None, [0] * len(flat), flat)
+    outs = [batching.bdim_at_front(o, d, size) for o, d in zip(outs, out_dims)]
+    return [shapes.reshape(o, shape) for o in outs]
+
+
+def _reduce_tree(ops, inits, computation, dimensions):
+    """``reduce`` written with lax operations: the same balanced tree as the impl."""
+    aval = get_aval(ops[0])
+    kept = [i for i in range(aval.ndim) if i not in dimensions]
+    out_shape = tuple(aval.shape[i] for i in kept)
+    k = int(np.prod([aval.shape[i] for i in dimensions], dtype=np.int64))
+    xs = [shapes.reshape(shapes.transpose(x, tuple(kept) + tuple(dimensions)),
+                         out_shape + (k,)) for x in ops]
+    r = len(out_shape)
+    while k > 1:
+        m = k // 2
+        pairs = _apply_computation(computation,
+                                   [shapes.slice_in_dim(x, 0, m, 1, r) for x in xs],
+                                   [shapes.slice_in_dim(x, m, 2 * m, 1, r) for x in xs])
+        if k % 2:
+            pairs = [shapes.concatenate([p, shapes.slice_in_dim(x, 2 * m, k, 1, r)], r)
+                     for p, x in zip(pairs, xs)]
+        xs = pairs
+        k -= m
+    init_b = [shapes.broadcast_in_dim(v, out_shape, ()) for v in inits]
+    if k == 0:
+        return init_b
+    return _apply_computation(computation, init_b,
+                              [shapes.reshape(x, out_shape) for x in xs])
+
+
+def _reduce_jvp(primals, tangents, *, computation, dimensions):
+    from tracer.interpreters.ad import jvp_flat
+    n = len(primals) // 2
+    outs = reduce_p.bind(*primals, computation=computation, dimensions=dimensions)
+    if all(type(t) is Zero for t in tangents):
+        return outs, [Zero.from_primal_value(o) for o in outs]
+    tree = lambda *a: _reduce_tree(a[:n], a[n:], computation, dimensions)
+    _, t_out = jvp_flat(tree, list(primals), list(tangents), instantiate=False)
+    t_out = [Zero.from_primal_value(o) if type(t) is Zero else t for o, t in zip(outs, t_out)]
+    return outs, t_out
+
+
+def _reduce_batch(axis_size, vals, dims, *, computation, dimensions):
+    n = len(vals) // 2
+    if any(d is not None for d in dims[n:]):
+        raise NotImplementedError("vmap of reduce with batched init values is not "
+                                  "supported (as in JAX); pass them unbatched")
+    ops = [batching.bdim_at_front(x, d, axis_size) for x, d in zip(vals[:n], dims[:n])]
+    outs = reduce_p.bind(*ops, *vals[n:], computation=computation,
+                         dimensions=tuple(d + 1 for d in dimensions))
+    return outs, [0] * n
+
+
+reduce_p = Primitive("reduce")
+reduce_p.multiple_results = True
+reduce_p.def_abstract_eval(_reduce_abstract_eval)
+reduce_p.def_impl(np_errstate(_reduce_impl))
+ad.primitive_jvps[reduce_p] = _reduce_jvp
+batching.primitive_batchers[reduce_p] = _reduce_batch

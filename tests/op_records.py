@@ -1054,6 +1054,64 @@ R += [
              grad_cases=(C((2, 3), (3, 4)), C((3,), (3,))), linear=((0,), (1,))),
 ]
 
+# ------------------------------------ variadic reduce -----------------------------------
+
+def _hypot(a, b):
+    return lax.sqrt(lax.add(lax.mul(a, a), lax.mul(b, b)))
+
+
+def _argmax_pair(a, b):
+    # (value, index) of the larger value; the lower index on ties (associative).
+    (av, ai), (bv, bi) = a, b
+    pick_b = lax.bitwise_or(lax.gt(bv, av), lax.bitwise_and(lax.eq(bv, av), lax.lt(bi, ai)))
+    return lax.select(pick_b, bv, av), lax.select(pick_b, bi, ai)
+
+
+def _ref_argmax_pair(x, idx, *, dimensions):
+    kept = [i for i in range(x.ndim) if i not in dimensions]
+    y = np.transpose(x, kept + list(dimensions)).reshape(
+        tuple(x.shape[i] for i in kept) + (-1,))
+    j = np.transpose(idx, kept + list(dimensions)).reshape(y.shape)
+    if y.shape[-1] == 0:
+        return (np.full(y.shape[:-1], -np.inf, x.dtype),
+                np.full(y.shape[:-1], np.iinfo(idx.dtype).max, idx.dtype))
+    am = np.argmax(y, -1)[..., None]
+    return (np.take_along_axis(y, am, -1)[..., 0], np.take_along_axis(j, am, -1)[..., 0])
+
+
+_REDUCE_CASES = (C((3, 4), dimensions=(1,)), C((2, 3, 4), dimensions=(0, 2)),
+                 C((5,), dimensions=(0,)), C((0, 3), dimensions=(0,)), C((2, 3), dimensions=()),
+                 C((3, 5), dimensions=(0, 1)))
+R += [
+    OpRecord("reduce_hypot",
+             lambda x, dimensions: lax.reduce(x, 0.0, _hypot, dimensions),
+             _p(reductions.reduce_p), 1, _REDUCE_CASES, FLOAT, rand_nonzero(),
+             _hpfn(lambda x, dimensions: np.sqrt(np.sum(x * x, axis=dimensions))),
+             tol={f16: 1e-2, f32: 1e-5}, grad_order=2,
+             grad_cases=(C((3, 4), dimensions=(1,)), C((2, 3, 2), dimensions=(0, 2)))),
+    OpRecord("reduce_argmax_pair",
+             lambda x, i, dimensions: lax.reduce((x, i), (-np.inf, np.iinfo(i.dtype).max),
+                                                 _argmax_pair, dimensions),
+             _p(reductions.reduce_p), 2,
+             tuple(Case((c.shapes[0], c.shapes[0]), c.params) for c in _REDUCE_CASES),
+             (f32, f64), (rand_distinct(), lambda r, s, d: np.arange(int(np.prod(s))).reshape(s)
+                                                            .astype(d)),
+             _ref_argmax_pair, arg_dtypes=lambda d: (d, i32), grad_order=2,
+             grad_cases=(C((3, 4), (3, 4), dimensions=(1,)),), nondiff_argnums=(1,)),
+    OpRecord("reduce_monoid_dispatch",
+             lambda x, which, dimensions: lax.reduce(
+                 x, {"add": 0.0, "mul": 1.0, "max": -np.inf, "min": np.inf}[which],
+                 getattr(lax, which), dimensions),
+             _p(reductions.reduce_sum_p, reductions.reduce_prod_p, reductions.reduce_max_p,
+                reductions.reduce_min_p), 1,
+             (C((3, 4), which="add", dimensions=(1,)), C((3, 4), which="mul", dimensions=(0,)),
+              C((2, 3), which="max", dimensions=(0, 1)), C((0, 2), which="min", dimensions=(0,))),
+             (f32, f64), rand_distinct(),
+             lambda x, which, dimensions: {"add": np.sum, "mul": np.prod}.get(
+                 which, lambda x, axis: _ref_reduce_max(x, axes=axis) if which == "max"
+                 else _ref_reduce_min(x, axes=axis))(x, axis=dimensions).astype(x.dtype)),
+]
+
 # Tangent accumulation is a primitive too: it batches and transposes like add.
 R.append(binop("add_any", lambda x, y: ad.add_any_p.bind(x, y), ad.add_any_p, NUM,
                lambda x, y: np.add(x, y) if _is_int(x.dtype) else _hpfn(np.add)(x, y),
@@ -1159,9 +1217,14 @@ def tolerance(rec: OpRecord, dt) -> float:
 
 
 def assert_matches(got, want, rtol: float = 0.0, signed_zeros: bool = False, msg: str = ""):
-    """``got`` (a tracer Array) equals the NumPy ``want``: same shape and dtype; integers and
+    """Several outputs (tuples) are compared one by one. ``got`` (a tracer Array) equals the NumPy ``want``: same shape and dtype; integers and
     bools exactly; inexact values within ``rtol`` (and the same absolute tolerance), NaN
     where NaN, infinities exactly, and with ``signed_zeros`` the sign of every zero."""
+    if isinstance(want, (tuple, list)):
+        assert isinstance(got, (tuple, list)) and len(got) == len(want), (got, want)
+        for g, w in zip(got, want):
+            assert_matches(g, w, rtol, signed_zeros, msg)
+        return
     got_np = np.asarray(got)
     want = np.asarray(want)
     assert got_np.shape == want.shape, f"shape {got_np.shape} != expected {want.shape} {msg}"

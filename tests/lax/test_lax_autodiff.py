@@ -47,7 +47,10 @@ def test_grads(rec, case, dt):
     kw = case.kw
 
     def f(*xs):
-        return rec.op(*place(xs), **kw)
+        out = rec.op(*place(xs), **kw)
+        if isinstance(out, tuple):  # integer outputs (indices) have float0 tangents
+            out = tuple(o for o in out if tracer.dtypes.is_inexact(o.dtype))
+        return out
 
     tol = rec.grad_tol
     check_grads(f, [Array(x) for x in diff_args], order=rec.grad_order,
