@@ -177,3 +177,24 @@ def test_manipulation_under_jit(rng):
     x = rng.standard_normal((3, 4))
     check_jit(lambda x: (tnp.pad(x, 2, "symmetric"), tnp.roll(x, 3), tnp.triu(x, 1),
                          tnp.diag(x), tnp.split(x, 2, axis=1)), (x,))
+
+
+def test_roll_with_traced_shift(rng):
+    x = rng.standard_normal((2, 5))
+    f = tracer.jit(lambda x, s: tnp.roll(x, s, axis=1))
+    for s in (0, 2, -3, 7):
+        assert_matches(f(x, s), np.roll(x, s, axis=1))
+    check_vmap(lambda s: tnp.roll(x, s), (np.array([1, 2, -1]),))
+    check_grads(lambda x: tnp.roll(x, np.int64(3), 1), (x,), order=1)
+
+
+def test_repeat_with_traced_repeats(rng):
+    x = rng.standard_normal((2, 3))
+    r = np.array([1, 0, 3])
+    f = tracer.jit(lambda x, r: tnp.repeat(x, r, axis=1, total_repeat_length=4))
+    assert_matches(f(x, r), np.repeat(x, r, axis=1))
+    longer = tracer.jit(lambda x, r: tnp.repeat(x, r, axis=1, total_repeat_length=6))(x, r)
+    assert_matches(longer, np.repeat(x, [1, 0, 5], axis=1))  # the last element fills
+    with pytest.raises(ConcretizationTypeError, match="total_repeat_length"):
+        tracer.jit(lambda x, r: tnp.repeat(x, r, axis=1))(x, r)
+    check_grads(lambda x: tnp.repeat(x, r, axis=1, total_repeat_length=4), (x,), order=1)

@@ -375,6 +375,19 @@ def vecdot(x1, x2, /, *, axis=-1):
     return _sum(multiply(x1, x2), axis=axis)
 
 
+def _repeat_traced(a, repeats, ax, total):
+    from tracer.numpy.reductions import cumsum
+    from tracer.numpy.sorting import searchsorted
+    from tracer.numpy.indexing_funcs import take
+    n = _aval(a).shape[ax]
+    reps = broadcast_to(lax.convert_element_type(repeats, dtypes.default_int_dtype()), (n,))
+    ends = cumsum(reps)
+    # Output position k comes from the first element whose running total exceeds k.
+    src = searchsorted(ends, lax.iota(dtypes.default_int_dtype(), total), side="right")
+    src = lax.min(src, lax.full((), builtins.max(n - 1, 0), _aval(src).dtype))
+    return take(a, src, axis=ax, mode="clip")
+
+
 def flip(m, axis=None):
     m = as_operand(m)
     axes = canonicalize_axis_tuple(axis, _aval(m).ndim, "flip")
@@ -399,7 +412,9 @@ def tile(A, reps):
 
 
 def repeat(a, repeats, axis=None, *, total_repeat_length=None):
-    """``numpy.repeat`` with a static int ``repeats`` (or a static sequence)."""
+    """``numpy.repeat`` with a static int ``repeats`` (or a static sequence); traced
+    ``repeats`` need the static ``total_repeat_length`` (the output length along ``axis``;
+    the last element fills any excess, as in JAX)."""
     a = as_operand(a)
     if axis is None:
         a = ravel(a)
@@ -411,7 +426,9 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
         b = lax.broadcast_in_dim(a, shape[:ax + 1] + (r,) + shape[ax + 1:],
                                  tuple(range(ax + 1)) + tuple(range(ax + 2, len(shape) + 1)))
         return lax.reshape(b, shape[:ax] + (shape[ax] * r,) + shape[ax + 1:])
-    from tracer.core import concrete_or_error
+    from tracer.core import concrete_or_error, concrete_value
+    if total_repeat_length is not None and concrete_value(as_operand(repeats)) is None:
+        return _repeat_traced(a, as_operand(repeats), ax, operator.index(total_repeat_length))
     reps = concrete_or_error(np.asarray, repeats, "in repeat's repeats (pass "
                              "total_repeat_length under jit)")
     pieces = []
@@ -730,12 +747,22 @@ def ediff1d(ary, to_end=None, to_begin=None):
 
 def roll(a, shift, axis=None):
     """``numpy.roll``: elements shifted along ``axis`` (flattened if None) with wrap
-    around. ``shift`` must be static (or lax.dynamic_slice must exist)."""
+    around. A static ``shift`` is two slices and a concatenate; a traced one is a
+    dynamic_slice of the axis repeated twice."""
+    from tracer.core import concrete_value
     a = as_operand(a, "roll")
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), _aval(a).shape)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    shifts = np.asarray(_static_array(shift, "roll", "shift")).ravel().tolist()
+    sv = concrete_value(as_operand(shift))
+    if sv is None:
+        shifts = as_operand(shift)
+        if not dtypes.is_integer(_aval(shifts).dtype):
+            raise TypeError(f"roll: shift must be integer, got {_aval(shifts).dtype}")
+        shifts = [lax.reshape(lax.slice_in_dim(ravel(shifts), i, i + 1, 1, 0), ())
+                  for i in range(_aval(shifts).size)]
+    else:
+        shifts = np.asarray(sv).ravel().tolist()
     if len(shifts) == 1:
         shifts = shifts * len(axes)
     elif len(axes) == 1:
@@ -747,10 +774,15 @@ def roll(a, shift, axis=None):
         n = _aval(a).shape[ax]
         if n == 0:
             continue
-        s = int(s) % n
-        if s:
-            a = lax.concatenate([lax.slice_in_dim(a, n - s, n, 1, ax),
-                                 lax.slice_in_dim(a, 0, n - s, 1, ax)], ax)
+        if isinstance(s, (int, np.integer)):
+            s = int(s) % n
+            if s:
+                a = lax.concatenate([lax.slice_in_dim(a, n - s, n, 1, ax),
+                                     lax.slice_in_dim(a, 0, n - s, 1, ax)], ax)
+        else:
+            from tracer.numpy.ufuncs import remainder
+            start = remainder(lax.sub(lax.full((), n, _aval(s).dtype), s), n)
+            a = lax.dynamic_slice_in_dim(lax.concatenate([a, a], ax), start, n, ax)
     return a
 
 
