@@ -26,7 +26,7 @@ from __future__ import annotations
 import builtins
 import enum
 import operator
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -34,9 +34,8 @@ from tracer import dtypes
 from tracer.core import Array, Primitive, ShapedArray, Tracer, get_aval, new_base_main
 from tracer.interpreters import ad, batching
 from tracer.interpreters.ad import Zero
-from tracer.jaxpr import ClosedJaxpr
 from lax.utils import (_any, _num, _ordered, canonicalize_axis, canonicalize_shape,
-                       check_dtype, group_name)
+                       check_dtype)
 from lax import elementwise as _ew
 from lax import shapes as _shapes
 

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 import tracer
 import tracer.numpy as tnp
-from tracer.core import Array
 from tracer.errors import ConcretizationTypeError
 from tracer.test_util import check_grads, check_jit, check_vmap
 

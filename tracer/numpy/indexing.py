@@ -20,8 +20,6 @@ and updates (``x.at[idx].set``...) drop them. Slices clip as in Python.
 """
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 import lax

@@ -36,6 +36,8 @@ def _axis(axis, ndim, fname):
 
 
 def _int_operand(x, fname, what="indices"):
+    if isinstance(x, (list, tuple)) and np.asarray(x).size == 0:
+        x = np.zeros(np.shape(x), dtypes.default_int_dtype())  # [] indexes nothing
     x = as_operand(x, fname)
     dt = get_aval(x).dtype
     if not dtypes.is_integer(dt):
