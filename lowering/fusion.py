@@ -309,7 +309,8 @@ class _Fuser(StructuredContext):
         if kind in ("scalar", "remap"):
             (v,) = eqn.outvars
             if v in self.materialized:
-                self._add_store_root(v)
+                if not self._try_view(eqn, v):
+                    self._add_store_root(v)
             return
         if kind == "reduction":
             self._add_reduction_root(eqn)
@@ -334,6 +335,26 @@ class _Fuser(StructuredContext):
             self.step_of[o] = len(self.steps)
         self.steps.append(HostStep(eqn.primitive, tuple(sorted(eqn.params.items())),
                                    tuple(ins), outs, text))
+
+    def _try_view(self, eqn, v) -> bool:
+        """A row-major reshape of a materialized array is a view (no kernel, no copy); so
+        are broadcasts that only add unit dims and transposes that only move them."""
+        x = eqn.invars[0] if eqn.invars else None
+        if not isinstance(x, Var) or x not in self.materialized:
+            return False
+        name = eqn.primitive.name
+        out = v.aval
+        unit_transpose = name == "transpose" and [
+            p for p in eqn.params["permutation"] if x.aval.shape[p] != 1] == sorted(
+            p for p in eqn.params["permutation"] if x.aval.shape[p] != 1)
+        if name == "reshape" or unit_transpose or (
+                name == "broadcast_in_dim" and x.aval.size == out.size):
+            shape = tuple(out.shape)
+            buf = self.library_call(f"view {name} -> {out.str_short()}", _Reshape(shape),
+                                    [self.names[x]], [out])[0]
+            self.names[v] = buf
+            return True
+        return False
 
     # -- roots --
     def _candidates(self, shape, reduce_dims):
@@ -474,6 +495,16 @@ class _Fuser(StructuredContext):
             raise TypeError(f"lowering rule of {prim.name} built a {e.dtype} expression for "
                             f"output {out_avals[0].str_short()}")
         return e
+
+
+class _Reshape:
+    """``x.reshape(shape)``: a view of a C-contiguous array."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+    def __call__(self, x):
+        return [x.reshape(self.shape)]
 
 
 def fuse(closed, sub_factory=None) -> Program:

@@ -40,7 +40,8 @@ for _p, _name in [(sp.lgamma_p, "lgamma"), (sp.digamma_p, "digamma"),
                   (sp.polygamma_p, "polygamma"), (sp.zeta_p, "zeta"), (sp.erfc_p, "erfc"),
                   (sp.erfcx_p, "erfcx"), (sp.erf_inv_p, "erf_inv"),
                   (sp.erfc_inv_p, "erfc_inv"), (sp.bessel_i0e_p, "bessel_i0e"),
-                  (sp.bessel_i1e_p, "bessel_i1e")]:
+                  (sp.bessel_i1e_p, "bessel_i1e"), (sp.igamma_p, "igamma"),
+                  (sp.igammac_p, "igammac"), (sp.igamma_grad_a_p, "igamma_grad_a")]:
     scalar_exprs[_p] = _kernel_rule(_name)
 
 

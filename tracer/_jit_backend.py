@@ -56,13 +56,19 @@ def get_executable(closed: ClosedJaxpr, name: str):
 
 
 def run(closed: ClosedJaxpr, args, name: str):
-    """Run the jitted program ``closed`` on concrete ``args``; returns Arrays with the
-    jaxpr's output avals."""
+    """Run the jitted program ``closed`` on concrete NumPy ``args`` (jit_p's impl); returns
+    NumPy arrays of the jaxpr's output dtypes (eval_primitive wraps them)."""
     ex = get_executable(closed, name)
-    outs = ex([np.asarray(a) for a in args])
+    outs = ex(args)
     if config.debug_nans:
         _check_nans(closed, args, outs, name)
-    return [Array(np.asarray(o), aval.weak_type) for o, aval in zip(outs, closed.out_avals)]
+    return outs
+
+
+def run_arrays(closed: ClosedJaxpr, args, name: str):
+    """``run``, returning Arrays with the jaxpr's output avals (weak types included)."""
+    outs = run(closed, args, name)
+    return [Array(o, aval.weak_type) for o, aval in zip(outs, closed.out_avals)]
 
 
 # ------------------------------------------ debug_nans ------------------------------------------
