@@ -81,9 +81,10 @@ class GatherScatterMode(enum.Enum):
 
     CLIP: clamp start indices so the slice / window lies inside the operand.
     FILL_OR_DROP: gather returns ``fill_value`` for out-of-range slices; scatter drops
-        out-of-range update windows. The default (``mode=None``).
+        out-of-range update windows. The scatters' default (``mode=None``).
     PROMISE_IN_BOUNDS: the caller promises indices are in range; out-of-range behaviour
-        is the implementation's: here gather clamps and scatter drops.
+        is the implementation's: here gather clamps and scatter drops. The gather's
+        default (``mode=None``), as in jax.lax.
     """
     CLIP = "clip"
     FILL_OR_DROP = "fill"
@@ -246,7 +247,7 @@ def gather(operand, start_indices, dimension_numbers: GatherDimensionNumbers, sl
       slice_sizes: one size per operand dimension (1 for collapsed and batching dims).
       unique_indices, indices_are_sorted: promises by the caller (kept for the backend).
       mode: ``GatherScatterMode`` or 'clip' / 'fill' / 'promise_in_bounds'; None means
-        FILL_OR_DROP (as in jax.lax.gather).
+        PROMISE_IN_BOUNDS (as in jax.lax.gather), which clamps here.
       fill_value: the value of out-of-range slices in FILL_OR_DROP mode; default NaN for
         inexact dtypes, the minimum signed / maximum unsigned integer, True for bool.
 
@@ -266,7 +267,7 @@ def gather(operand, start_indices, dimension_numbers: GatherDimensionNumbers, sl
     [[4.0, 5.0], [0.0, 1.0]]
     """
     dnums = _canon_gather_dnums(dimension_numbers)
-    mode = GatherScatterMode.from_any(mode)
+    mode = PROMISE_IN_BOUNDS if mode is None else GatherScatterMode.from_any(mode)
     slice_sizes = canonicalize_shape(slice_sizes, "gather slice_sizes")
     if mode == FILL_OR_DROP and fill_value is not None:
         fill_value = _static_scalar(fill_value, "gather fill_value")

@@ -176,6 +176,16 @@ def test_gather_index_dtypes(rng):
                                   x[[299]])
 
 
+def test_gather_default_mode_clamps_scatter_default_drops():
+    # jax.lax defaults: gather mode=None is PROMISE_IN_BOUNDS (clamped here), scatter
+    # mode=None is FILL_OR_DROP.
+    x = np.arange(5.)
+    gdn, sdn = GDN((), (0,), (0,)), SDN((), (0,), (0,))
+    idx = np.array([[7], [-3]])
+    np.testing.assert_array_equal(np.asarray(lax.gather(x, idx, gdn, (1,))), [4., 0.])
+    np.testing.assert_array_equal(np.asarray(lax.scatter_add(x, idx, np.ones(2), sdn)), x)
+
+
 def test_gather_empty_and_size_one():
     x = np.arange(6.).reshape(3, 2)
     dn = GATHER_CASES["take_rows"][2]
