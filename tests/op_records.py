@@ -837,7 +837,9 @@ R += [
              (C((2, 3), exponent_bits=5, mantissa_bits=10),
               C((4,), exponent_bits=8, mantissa_bits=23),
               C((), exponent_bits=11, mantissa_bits=52)),
-             (f32, f64), rand_default(1e3), _ref_reduce_precision),
+             (f32, f64), rand_default(1e3), _ref_reduce_precision,
+             # JAX's convention: linear (its tangent is rounded the same way).
+             linear=((0,),), grad_dtypes=(f64,)),
 ]
 
 # ------------------------------------------ shapes --------------------------------------
