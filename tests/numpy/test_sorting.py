@@ -258,3 +258,19 @@ def test_histograms(rng):
     check_jit(lambda a: tnp.histogram(a, 6)[0], (a,))
     with pytest.raises(NotImplementedError, match="estimator"):
         tnp.histogram(a, "auto")
+
+
+def test_data_dependent_functions_under_eager_grad():
+    # Under eager grad the values are known: the output size comes from them and the
+    # result stays differentiable (NumPy's path would cut the gradient).
+    x = np.array([3.0, 1.0, 3.0, 2.0])
+    np.testing.assert_array_equal(tracer.grad(lambda x: tnp.sum(tnp.unique(x) ** 2))(x),
+                                  [6.0, 2.0, 0.0, 4.0])
+    np.testing.assert_array_equal(
+        tracer.grad(lambda x: tnp.sum(tnp.setdiff1d(x, np.array([2.0])) ** 2))(x),
+        [6.0, 2.0, 0.0, 0.0])
+    np.testing.assert_array_equal(
+        tracer.grad(lambda x: tnp.sum(tnp.intersect1d(x, np.array([3.0, 2.0]))))(x),
+        [1.0, 0.0, 0.0, 1.0])
+    g = tracer.grad(lambda x: tnp.sum(tnp.unique(tnp.reshape(x, (2, 2)), axis=0) ** 2))(x)
+    np.testing.assert_array_equal(g, [6.0, 2.0, 6.0, 4.0])

@@ -463,8 +463,22 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 # ================================ unique and set functions ===============================
 
 def _concrete(x):
-    """The NumPy value of ``x`` if it is concrete (not traced), else None."""
-    return concrete_value(x)
+    """The NumPy value of ``x`` if it is a plain Array (no transformation traces it), else
+    None. Tracers whose value is known (eager grad) take the differentiable path with the
+    output size read off their value (``_known_size``)."""
+    return x._value if isinstance(x, Array) else None
+
+
+def _known_size(fname, size, xs, count):
+    """``size`` if given; else, when the values of the operands ``xs`` are known (eager
+    grad), ``count(*values)``; else a ConcretizationTypeError asking for size=."""
+    if size is not None:
+        return operator.index(size)
+    vals = [concrete_value(x) for x in xs]
+    for x, v in zip(xs, vals):
+        if v is None:
+            _need_size(fname, x)
+    return int(count(*vals))
 
 
 def _need_size(fname, x):
@@ -588,14 +602,28 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
         flags = [True, return_index, return_inverse, return_counts]
         outs = [Array(np.asarray(v)) for v, f in zip(items, flags) if f]
         return outs[0] if len(outs) == 1 else tuple(outs)
-    if size is None:
-        _need_size("unique", ar)
     if axis is not None:
-        raise NotImplementedError("unique: axis= needs concrete input (it is not supported "
-                                  "under jit/vmap)")
+        cv = concrete_value(ar)
+        if cv is None:
+            raise NotImplementedError("unique: axis= needs concrete input (it is not "
+                                      "supported under jit/vmap)")
+        # A tracer with a known value (eager grad): indices from NumPy, values gathered
+        # from the tracer so that they stay differentiable.
+        from tracer.numpy.indexing_funcs import take
+        _, index, inverse, counts = np.unique(cv, return_index=True, return_inverse=True,
+                                              return_counts=True, axis=axis,
+                                              equal_nan=equal_nan)
+        outs = [take(ar, Array(index.astype(idt)), axis=axis)]
+        for flag, v in ((return_index, index), (return_inverse, inverse),
+                        (return_counts, counts)):
+            if flag:
+                outs.append(Array(v.astype(idt)))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    size = _known_size("unique", size, [ar],
+                       lambda v: np.unique(v, equal_nan=equal_nan).size)
     x = lax.reshape(ar, (_aval(ar).size,))
     outs = _unique_traced(x, return_index, return_inverse, return_counts, equal_nan,
-                          operator.index(size), fill_value)
+                          size, fill_value)
     if return_inverse:
         k = 1 + int(return_index)
         outs[k] = lax.reshape(outs[k], _aval(ar).shape)
@@ -714,9 +742,7 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=Non
         i1 = _set_result("intersect1d", res[1].astype(idt), size, _aval(a).size, _min_fill)
         i2 = _set_result("intersect1d", res[2].astype(idt), size, _aval(b).size, _min_fill)
         return vals, i1, i2
-    if size is None:
-        _need_size("intersect1d", a if av is None else b)
-    size = operator.index(size)
+    size = _known_size("intersect1d", size, [a, b], lambda u, v: np.intersect1d(u, v).size)
     na, nb = _aval(a).shape[0], _aval(b).shape[0]
     ua, ia, ca = unique(a, return_index=True, return_counts=True, size=na)
     ub, ib, cb = unique(b, return_index=True, return_counts=True, size=nb)
@@ -756,12 +782,11 @@ def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     if av is not None and bv is not None:
         return _set_result("setdiff1d", np.setdiff1d(av, bv, assume_unique), size,
                            fill_value, lambda v: 0)
-    if size is None:
-        _need_size("setdiff1d", a if av is None else b)
+    size = _known_size("setdiff1d", size, [a, b], lambda u, v: np.setdiff1d(u, v).size)
     na = _aval(a).shape[0]
     ua, ca = unique(a, return_counts=True, size=na)
     mask = lax.bitwise_and(lax.gt(ca, lax.full((), 0, _dt(ca))), isin(ua, b, invert=True))
-    return _compact(ua, mask, operator.index(size), 0 if fill_value is None else fill_value)
+    return _compact(ua, mask, size, 0 if fill_value is None else fill_value)
 
 
 def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
@@ -772,8 +797,7 @@ def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     if av is not None and bv is not None:
         return _set_result("setxor1d", np.setxor1d(av, bv, assume_unique), size, fill_value,
                            _min_fill)
-    if size is None:
-        _need_size("setxor1d", a if av is None else b)
+    size = _known_size("setxor1d", size, [a, b], lambda u, v: np.setxor1d(u, v).size)
     na, nb = _aval(a).shape[0], _aval(b).shape[0]
     ua, ca = unique(a, return_counts=True, size=na)
     ub, cb = unique(b, return_counts=True, size=nb)
@@ -783,7 +807,6 @@ def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     mask = lax.concatenate([in_a, in_b], 0)
     # Sort the kept values (dropped ones last), then compact.
     s_vals, s_mask = _sort_masked(both, mask)
-    size = operator.index(size)
     fill = fill_value
     if fill is None:
         fill = _take1d(s_vals, lax.full((), 0, _int_dtype()))
