@@ -62,12 +62,12 @@ from lax.special import (
     broadcast_or, broadcast_polygamma, broadcast_power, broadcast_remainder, broadcast_select,
     broadcast_shift_left, broadcast_shift_right_arithmetic, broadcast_shift_right_logical,
     broadcast_subtract, broadcast_xor, broadcast_zeta, constant_like, cosh, digamma, erf_inv,
-    erfc, erfc_inv, erfcx, is_inf, is_neg_inf, is_pos_inf, lgamma, next_after, nextafter,
-    polygamma, sinh, zeta)
+    erfc, erfc_inv, erfcx, igamma, igamma_grad_a, igammac, is_inf, is_neg_inf, is_pos_inf,
+    lgamma, next_after, nextafter, polygamma, random_gamma_grad, sinh, zeta)
 from lax.special import (
     acos_p, acosh_p, asin_p, asinh_p, atan_p, atanh_p, bessel_i0e_p, bessel_i1e_p, cosh_p,
-    digamma_p, erf_inv_p, erfc_inv_p, erfc_p, erfcx_p, is_inf_p, is_neg_inf_p, is_pos_inf_p,
-    lgamma_p, next_after_p, polygamma_p, sinh_p, zeta_p)
+    digamma_p, erf_inv_p, erfc_inv_p, erfc_p, erfcx_p, igamma_grad_a_p, igamma_p, igammac_p,
+    is_inf_p, is_neg_inf_p, is_pos_inf_p, lgamma_p, next_after_p, polygamma_p, sinh_p, zeta_p)
 
 _initialized = True
 import tracer as _tracer  # noqa: E402

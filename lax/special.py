@@ -1,7 +1,8 @@
 """CHLO special functions and element-wise client ops (spec: ``002_…txt``, the CHLO
 dialect): the inverse trigonometric and hyperbolic functions, sinh/cosh, the log-gamma
 family (lgamma, digamma, polygamma, Hurwitz zeta), erfc, erf_inv, the exponentially
-scaled Bessel functions i0e/i1e, next_after, the is_inf predicates, and the
+scaled Bessel functions i0e/i1e, next_after, the is_inf predicates, the regularized
+incomplete gamma functions (igamma, igammac, igamma_grad_a; not CHLO ops), and the
 ``broadcast_*`` binary forms (NumPy-style broadcasting in front of the lax op).
 
 tan, square, conj, erf and logistic live in ``lax/elementwise.py``.
@@ -27,6 +28,8 @@ erf_inv         3                            full accuracy as |y| -> 1
 erfc_inv        3                            down to subnormal arguments
 bessel_i0e      2
 bessel_i1e      2
+igamma          14 (P >= 1e-3)               far tails: ~|log P| ulp (the conditioning)
+igammac         25 (Q >= 1e-3)               SciPy: 24 and 138 in the same region
 ==============  ===========================  ===========================================
 
 float32: at most 0.5 ulp plus the final rounding (the float64 computation is far more
@@ -227,6 +230,54 @@ def _zeta_grad_x(g, x, q):
 zeta_p = standard_naryop("zeta", _kernel_impl("zeta"), _float)
 defjvp(zeta_p, _zeta_grad_x,
        lambda g, x, q: ew.mul(g, ew.neg(ew.mul(x, zeta(ew.add(x, _one(x)), q)))))
+
+
+# ================================ incomplete gamma ====================================
+
+def igamma(a, x):
+    """Element-wise regularized lower incomplete gamma function P(a, x) =
+    gamma(a, x) / Gamma(a) (``jax.lax.igamma``, SciPy's ``gammainc``). Floating operands of
+    one dtype (rank-0 operands broadcast). NaN for a < 0, x < 0 or a == x == 0; P(0, x>0)
+    = 1; P(a, 0) = 0; P(a, inf) = 1. Derivatives: ``igamma_grad_a`` in a,
+    x^(a-1) e^-x / Gamma(a) in x.
+
+    Accuracy (float64, vs mpmath): <= 14 ulp where P >= 1e-3 (SciPy: 24); in the far
+    tails the error grows like the condition number |log P| ulps."""
+    return _bind_binary(igamma_p, a, x)
+
+
+def igammac(a, x):
+    """Element-wise regularized upper incomplete gamma Q(a, x) = 1 - P(a, x), computed
+    directly where it is small (``jax.lax.igammac``, SciPy's ``gammaincc``). Accuracy
+    (float64, vs mpmath): <= 25 ulp where Q >= 1e-3 (SciPy: 138)."""
+    return _bind_binary(igammac_p, a, x)
+
+
+def igamma_grad_a(a, x):
+    """Element-wise dP(a, x)/da (``jax.lax.igamma_grad_a``), by differentiating P's
+    series or continued fraction term by term. Not itself differentiable."""
+    return _bind_binary(igamma_grad_a_p, a, x)
+
+
+def random_gamma_grad(a, x):
+    """The derivative of a Gamma(a, 1) sample ``x`` with respect to ``a`` along the
+    sample's CDF level (``jax.lax.random_gamma_grad``): -(dP/da) / (dP/dx) at (a, x)."""
+    a, x = promote_weak_scalars("random_gamma_grad", a, x)
+    return ew.neg(ew.div(igamma_grad_a(a, x), _igamma_density(a, x)))
+
+
+def _igamma_density(a, x):
+    # dP/dx = x^(a-1) e^-x / Gamma(a)
+    return ew.exp(ew.sub(ew.sub(ew.mul(ew.sub(a, _one(a)), ew.log(x)), x), lgamma(a)))
+
+
+igamma_p = standard_naryop("igamma", _kernel_impl("igamma"), _float)
+defjvp(igamma_p, lambda g, a, x: ew.mul(g, igamma_grad_a(a, x)),
+       lambda g, a, x: ew.mul(g, _igamma_density(a, x)))
+igammac_p = standard_naryop("igammac", _kernel_impl("igammac"), _float)
+defjvp(igammac_p, lambda g, a, x: ew.neg(ew.mul(g, igamma_grad_a(a, x))),
+       lambda g, a, x: ew.neg(ew.mul(g, _igamma_density(a, x))))
+igamma_grad_a_p = standard_naryop("igamma_grad_a", _kernel_impl("igamma_grad_a"), _float)
 
 
 # ======================================= erf family ===================================

@@ -98,6 +98,10 @@ def test_unary_edge_values(name, fn, ref, make, rtol):
      lambda: RNG.uniform(-2, 2, 100), 1e-13),
     ("boxcox1p", tss.boxcox1p, sps.boxcox1p, lambda: RNG.uniform(-0.9, 5, 100),
      lambda: RNG.uniform(-2, 2, 100), 1e-13),
+    ("gammainc", tss.gammainc, sps.gammainc, lambda: RNG.uniform(0, 30, 100),
+     lambda: RNG.uniform(0, 40, 100), 1e-12),
+    ("gammaincc", tss.gammaincc, sps.gammaincc, lambda: RNG.uniform(0, 30, 100),
+     lambda: RNG.uniform(0, 40, 100), 1e-11),
     ("comb", tss.comb, sps.comb, lambda: RNG.integers(-2, 30, 100).astype(float),
      lambda: RNG.integers(-2, 30, 100).astype(float), 1e-12),
 ])
@@ -119,6 +123,9 @@ def test_binary_special_values():
            sps.rel_entr(np.array([0.0, 1.0, 1.0, 0.0, NAN]), np.array([0.0, 0.0, 2.0, -1.0, 1.0])),
            1e-15)
     _close(tss.comb(5.0, 2.0, repetition=True), sps.comb(5.0, 2.0, repetition=True), 1e-13)
+    a, x = np.array([0.0, 0.0, -1.0, 2.0, 1.0, 1.0]), np.array([1.0, 0.0, 1.0, 0.0, INF, -1.0])
+    _close(tss.gammainc(a, x), sps.gammainc(a, x), 1e-15)
+    _close(tss.gammaincc(a, x), sps.gammaincc(a, x), 1e-15)
 
 
 def test_tails_beyond_scipy():
@@ -192,7 +199,8 @@ def test_grads(fn, make):
 
 def test_grads_binary():
     a, b = RNG.uniform(0.5, 3, 3), RNG.uniform(0.5, 3, 3)
-    for fn in (tss.xlogy, tss.xlog1py, tss.betaln, tss.beta, tss.rel_entr, tss.kl_div):
+    for fn in (tss.xlogy, tss.xlog1py, tss.betaln, tss.beta, tss.rel_entr, tss.kl_div,
+               tss.gammainc, tss.gammaincc):
         check_grads(fn, (a, b), order=1, modes=("fwd", "rev"))
     # the custom derivatives: d/dy = x / y (0 at x == 0, y != 0; NaN at 0/0 as in JAX),
     # d/dx = log(y) also at x == 0 where the primal is the constant 0

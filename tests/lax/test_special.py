@@ -137,6 +137,54 @@ def test_accuracy_zeta_polygamma_grids():
     assert ulp_error(got32, ref32, np.float32)[ok].max() <= 1.0
 
 
+def test_accuracy_igamma_grids():
+    a = np.exp(RNG.uniform(np.log(1e-3), np.log(1e3), 600))
+    x = a * np.exp(RNG.uniform(-3, 3, 600))
+    for fn, ref_fn in ((lax.igamma, sps.gammainc), (lax.igammac, sps.gammaincc)):
+        got, ref = _run(fn, a, x), ref_fn(a, x)
+        bulk = ref > 1e-3
+        # SciPy's own error is up to 24 (P) and 138 (Q) ulp in the bulk (mpmath); the
+        # tails are conditioned like |log P| ulps for both.
+        assert ulp_error(got[bulk], ref[bulk], np.float64).max() <= 150
+        np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-300)
+        got32 = _run(fn, a.astype(np.float32), x.astype(np.float32))
+        ref32 = ref_fn(a.astype(np.float32).astype(np.float64), x.astype(np.float32).astype(np.float64))
+        ok = ref32 > 1e-30
+        assert ulp_error(got32[ok], ref32[ok], np.float32).max() <= 1.0
+
+
+def test_igamma_special_values_and_identity():
+    a = np.array([1.0, 0.0, -1.0, 2.0, 0.0, INF, 1.0, NAN, 2.0, INF])
+    x = np.array([1.0, 1.0, 1.0, 0.0, 0.0, 1.0, INF, 1.0, -1.0, INF])
+    p = _run(lax.igamma, a, x)
+    q = _run(lax.igammac, a, x)
+    np.testing.assert_array_equal(p[1:], [1.0, NAN, 0.0, NAN, 0.0, 1.0, NAN, NAN, NAN])
+    assert p[0] == pytest.approx(-np.expm1(-1.0), rel=3e-16)
+    np.testing.assert_array_equal(q[[1, 3, 5, 6]], [0.0, 1.0, 1.0, 0.0])
+    aa, xx = RNG.uniform(0.01, 30, 200), RNG.uniform(0.01, 40, 200)
+    np.testing.assert_allclose(_run(lax.igamma, aa, xx) + _run(lax.igammac, aa, xx), 1.0,
+                               rtol=4e-16)
+
+
+def test_igamma_derivatives():
+    a, x = RNG.uniform(0.3, 8, 4), RNG.uniform(0.1, 10, 4)
+    check_grads(lax.igamma, (a, x), order=1, modes=("fwd", "rev"))
+    check_grads(lax.igammac, (a, x), order=1, modes=("fwd", "rev"))
+    # dP/da against central differences of SciPy's P, in each of the three regimes
+    for aa, xx in ((0.5, 0.2), (3.0, 1.0), (2.0, 6.0), (0.3, 1.1), (150.0, 160.0)):
+        h = 1e-6 * aa
+        fd = (sps.gammainc(aa + h, xx) - sps.gammainc(aa - h, xx)) / (2 * h)
+        assert float(lax.igamma_grad_a(aa, xx)) == pytest.approx(fd, rel=1e-6)
+    # the Gamma sample derivative: P(a, x(a)) = const along the sample
+    aa, xx = 2.5, 1.7
+    h = 1e-6
+    level = sps.gammainc(aa, xx)
+    fd = (sps.gammaincinv(aa + h, level) - sps.gammaincinv(aa - h, level)) / (2 * h)
+    assert float(lax.random_gamma_grad(aa, xx)) == pytest.approx(fd, rel=1e-6)
+    with pytest.raises(NotImplementedError, match="igamma_grad_a"):
+        tracer.grad(lambda a: lax.igamma_grad_a(a, 1.0))(2.0)
+
+
 # ====================================== hard points =====================================
 
 # float64 ulps against mpmath at the hard points and random points of each range. For
@@ -144,7 +192,8 @@ def test_accuracy_zeta_polygamma_grids():
 # ulps of max(|f|, 1): relative accuracy is lost next to their negative zeros (SciPy's
 # too), so those are measured in ulps of max(|ref|, 1).
 HARD_TOL = {"lgamma": 3, "digamma": 2, "erf": 1, "erfc": 2, "erfcx": 2, "erf_inv": 3, "erfc_inv": 2,
-            "bessel_i0e": 2, "bessel_i1e": 2, "zeta": 2, "polygamma": 3}
+            "bessel_i0e": 2, "bessel_i1e": 2, "zeta": 2, "polygamma": 3, "igamma": 14,
+            "igammac": 10}
 
 _UNARY_FNS = {"lgamma": lax.lgamma, "digamma": lax.digamma, "erf": lambda x: K.apply("erf", x),
               "erfc": lax.erfc, "erfcx": lax.erfcx, "erf_inv": lax.erf_inv,
@@ -170,7 +219,8 @@ def test_hard_points_vs_mpmath(name):
 def test_hard_points_vs_mpmath_binary(name):
     rows = BINARY[name]
     a, b, ref = (np.array(c) for c in zip(*rows))
-    fn = lax.zeta if name == "zeta" else lax.polygamma
+    fn = {"zeta": lax.zeta, "polygamma": lax.polygamma, "igamma": lax.igamma,
+          "igammac": lax.igammac}[name]
     err = ulp_error(_run(fn, a, b), ref, np.float64)
     assert err.max() <= HARD_TOL[name], f"{name}: {err.max()} ulp at {rows[int(np.argmax(err))]}"
 
@@ -434,6 +484,10 @@ def test_jit_matches_eager():
                lax.bessel_i0e, lax.bessel_i1e, lax.is_inf, lax.is_pos_inf, lax.is_neg_inf):
         check_jit(fn, (edges,))
     check_jit(lax.zeta, (np.array([1.0, 0.5, 2.0, 3.0, INF]), np.array([1.0, 1.0, -2.0, -1.5, 2.0])))
+    ga, gx = np.array([0.5, 3.0, 2.0, 0.01, 150.0, 0.0]), np.array([0.2, 1.0, 6.0, 1.2, 160.0, 1.0])
+    for fn in (lax.igamma, lax.igammac, lax.igamma_grad_a):
+        check_jit(fn, (ga, gx))
+        check_jit(fn, (ga.astype(np.float32), gx.astype(np.float32)))
     check_jit(lax.next_after, (edges, np.full_like(edges, 1.0)))
     check_jit(lax.next_after, (edges.astype(np.float32), np.float32(-1.0)))
 
