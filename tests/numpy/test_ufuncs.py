@@ -213,7 +213,8 @@ def test_jit_matches_eager(name, rng):
         check_jit(lambda x: tnp.frexp(x), (SPECIAL,))
         return
     rec = next(r for r in UNARY + BINARY if r.name == name)
-    for dt in rec.dts[:2]:
+    # gcd unrolls Euclid's steps for the dtype's width: the narrow one compiles fastest.
+    for dt in rec.dts[:1 if name == "gcd" else 2]:
         args = tuple(rand(rng, (5,), dt, rec.domain) for _ in range(rec.nargs))
         # The compiled float32 kernels may differ from NumPy's by an ulp.
         check_jit(getattr(tnp, name), args, rtol=4 * np.finfo(dt).eps
