@@ -61,6 +61,14 @@ class ControlFlowCall:
     def __name__(self):
         return self.spec.kind
 
+    def generated_source(self) -> str:
+        """The generated Numba source running this call (or why it runs in Python)."""
+        from numba_backend.control_flow import describe_runner
+        if self.runner is None:
+            from numba_backend.control_flow import make_runner
+            self.runner = make_runner(self.spec)
+        return describe_runner(self.runner)
+
 
 class TaggedCall:
     """A library-call function with what compiled loops need to call an equivalent from
@@ -113,9 +121,7 @@ def _lower_sub(closed):
 def _call(ctx, kind, programs, params, in_avals, out_avals, ins):
     spec = ControlFlowSpec(kind, programs, params, in_avals, out_avals)
     fn = ControlFlowCall(spec)
-    return ctx.library_call(f"{spec.describe()} (compiled loop)" if kind != "cond" else
-                            f"{spec.describe()} (compiled branches)", fn, list(ins),
-                            out_avals)
+    return ctx.library_call(spec.describe(), fn, list(ins), out_avals)
 
 
 def _scan_lower(ctx, in_avals, out_avals, *ins, jaxpr, num_consts, num_carry, length, reverse,

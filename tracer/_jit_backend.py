@@ -134,6 +134,11 @@ class Lowered:
                  "", "# loop IR", p.pretty()]
         for i, src in enumerate(ex.sources):
             parts += ["", f"# generated source of kernel {i} ({src.key[:12]})", src.text]
+        for step in p.steps:
+            # library calls that generate code of their own (compiled control flow)
+            gen = getattr(getattr(step, "fn", None), "generated_source", None)
+            if gen is not None:
+                parts += ["", f"# generated source of {step.name}", gen()]
         return "\n".join(parts)
 
     def compile(self):

@@ -19,6 +19,12 @@ from tracer.jaxpr import check_jaxpr
 from tracer.test_util import check_grads, check_jit, check_vmap
 
 
+def cjit(f, args):
+    """jit against eager: compiled transcendental functions (libm) may be a few ulp from
+    NumPy's vectorized ones, and loops carry such differences along."""
+    return check_jit(f, args, rtol=1e-12, atol=1e-14)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(7)
@@ -55,7 +61,7 @@ def _branchy_ref(p, x):
 def test_cond_matches_python(rng, p):
     x = rng.standard_normal(4)
     np.testing.assert_allclose(_branchy(p, x), _branchy_ref(p, x), rtol=1e-15)
-    check_jit(_branchy, (p, x))
+    cjit(_branchy, (p, x))
 
 
 def test_cond_only_runs_the_selected_branch():
@@ -116,7 +122,7 @@ def test_cond_closure_over_outer_values(rng):
 
     check_grads(f, (w, x), order=2)
     check_grads(f, (w, -np.abs(x)), order=2)
-    check_jit(f, (w, x))
+    cjit(f, (w, x))
     check_vmap(f, (rng.standard_normal((4, 3)), rng.standard_normal((4, 3))))
 
 
@@ -186,7 +192,7 @@ def test_switch_clamps_index(rng, i, branch):
     x = rng.standard_normal(3)
     ref = [x, np.sin(x), x * 3.0][branch]
     np.testing.assert_allclose(_sw(i, x), ref, rtol=1e-15)
-    check_jit(_sw, (i, x))
+    cjit(_sw, (i, x))
 
 
 def test_cond_primitive_runs_last_branch_out_of_range(rng):
@@ -235,7 +241,7 @@ def _wl_ref(x):
 def test_while_loop_matches_python(rng):
     x = rng.standard_normal(3)
     np.testing.assert_allclose(_wl(x), _wl_ref(x), rtol=1e-15)
-    check_jit(_wl, (x,))
+    cjit(_wl, (x,))
     assert int(lax.while_loop(lambda c: c < 10, lambda c: c + 3, 0)) == 12
     # A condition false at the start: the initial value comes back.
     assert float(lax.while_loop(lambda c: c > 10, lambda c: c + 1, 2.5)) == 2.5
@@ -336,7 +342,7 @@ def _fl_ref(x, lo=0, hi=4):
 def test_fori_loop_matches_python(rng, lo, hi):
     x = rng.standard_normal(3)
     np.testing.assert_allclose(_fl(x, lo, hi), _fl_ref(x, lo, hi), rtol=1e-14)
-    check_jit(lambda x: _fl(x, lo, hi), (x,))
+    cjit(lambda x: _fl(x, lo, hi), (x,))
     np.testing.assert_allclose(tracer.jit(_fl)(x, lo, hi), _fl_ref(x, lo, hi), rtol=1e-14)
 
 
@@ -399,7 +405,7 @@ def test_scan_matches_python(rng, reverse, n):
     np.testing.assert_allclose(got[0], want[0], rtol=1e-15)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-15)
     assert got[1].shape == (n, 3)
-    check_jit(lambda c, xs: _sc(c, xs, reverse), (c, xs))
+    cjit(lambda c, xs: _sc(c, xs, reverse), (c, xs))
 
 
 def test_scan_pytrees_length_and_unroll(rng):
@@ -419,7 +425,7 @@ def test_scan_pytrees_length_and_unroll(rng):
     assert float(c) == 32.0 and ys is None
     c, ys = lax.scan(lambda c, _: (c + 1, c), 0, None, length=3, unroll=True)
     np.testing.assert_array_equal(ys, [0, 1, 2])
-    check_jit(lambda xs: lax.scan(f, (np.zeros(2), 0), xs), (xs,))
+    cjit(lambda xs: lax.scan(f, (np.zeros(2), 0), xs), (xs,))
 
 
 def test_scan_staged_jaxpr(rng):
@@ -567,7 +573,7 @@ def test_map(rng, batch_size):
     want = [f({"a": xs["a"][i], "b": xs["b"][i]}) for i in range(5)]
     np.testing.assert_allclose(got[0], np.stack([w[0] for w in want]), rtol=1e-14)
     np.testing.assert_allclose(got[1], np.stack([w[1] for w in want]), rtol=1e-14)
-    check_jit(lambda xs: lax.map(f, xs, batch_size=batch_size), (xs,))
+    cjit(lambda xs: lax.map(f, xs, batch_size=batch_size), (xs,))
     check_grads(lambda a: lax.map(lambda x: tnp.sin(x) * x, a, batch_size=batch_size),
                 (xs["a"],), order=1)
 
@@ -614,7 +620,7 @@ def test_associative_scan_axis_and_pytrees(rng):
 def test_associative_scan_transforms(rng):
     a = rng.standard_normal((3, 6))
     f = lambda a: lax.associative_scan(lax.add, a, axis=1)
-    check_jit(f, (a,))
+    cjit(f, (a,))
     check_grads(f, (a,), order=1)
     check_vmap(lambda r: lax.associative_scan(lax.mul, r), (a,))
 
@@ -628,7 +634,7 @@ def test_optimization_barrier(rng):
     assert "optimization_barrier" in prims(tracer.make_jaxpr(f)(x))
     check_grads(f, (x,), order=2)
     check_vmap(f, (rng.standard_normal((2, 3)),))
-    check_jit(f, (x,))
+    cjit(f, (x,))
     assert lax.optimization_barrier(()) == ()
 
 
@@ -646,7 +652,7 @@ def test_composite(rng):
     assert eqn.params["attributes"] == (("scale", 3.0),) and eqn.params["version"] == 1
     check_grads(lambda x: op(x, scale=3.0), (x,), order=2)
     check_vmap(lambda x: op(x), (rng.standard_normal((2, 3)),))
-    check_jit(lambda x: op(x, scale=0.5), (x,))
+    cjit(lambda x: op(x, scale=0.5), (x,))
     with pytest.raises(TypeError, match="not hashable"):
         op(x, scale=[1.0])
 
@@ -659,7 +665,7 @@ def test_closed_call(rng):
     np.testing.assert_allclose(f(x), np.sin(x) * 2 * w, rtol=1e-15)
     check_grads(f, (x,), order=2)
     check_vmap(f, (rng.standard_normal((2, 3)),))
-    check_jit(f, (x,))
+    cjit(f, (x,))
 
 
 # =================================== nested control flow =================================
@@ -691,7 +697,7 @@ def _nested_ref(x):
 def test_nested_scan_in_cond_in_while(rng):
     x = rng.standard_normal(3)
     np.testing.assert_allclose(_nested(x), _nested_ref(x), rtol=1e-15)
-    check_jit(_nested, (x,))
+    cjit(_nested, (x,))
     check_grads(_nested, (x,), order=2, modes=("fwd",))
     check_vmap(_nested, (rng.standard_normal((3, 3)),))
     assert all_prims(tracer.make_jaxpr(_nested)(x).jaxpr).count("scan") == 1
@@ -713,7 +719,7 @@ def test_nested_reverse_mode(rng):
     check_grads(_nested_rev, (x,), order=2)
     check_grads(lambda x: tracer.jit(_nested_rev)(x), (x,), order=1)
     check_vmap(_nested_rev, (rng.standard_normal((2, 3)),))
-    check_jit(_nested_rev, (x,))
+    cjit(_nested_rev, (x,))
     g = tracer.jit(tracer.grad(lambda x: tnp.sum(_nested_rev(x)[1])))
     np.testing.assert_allclose(g(x), tracer.grad(lambda x: tnp.sum(_nested_rev(x)[1]))(x),
                                rtol=1e-12)

@@ -1,0 +1,632 @@
+"""Compiled control flow: ``scan``, ``while`` and ``cond`` as generated Numba functions.
+
+``lowering.control_flow`` turns each control-flow equation into a library call holding
+the lowered Programs of its sub-jaxprs. Here such a call becomes one generated module with
+a function ``driver(IP, FP, *operands, *consts)``: the sub-programs' steps are emitted as
+statements inside a real ``for`` (scan), ``while`` (while) or ``if``/``elif`` (cond), in
+the order the Program lists them:
+
+- a kernel step allocates its outputs and calls the kernel (a Numba dispatcher built from
+  the kernel module that ``numba_backend.cache`` wrote), passing its runtime integers and
+  floats as slices of ``IP``/``FP``;
+- a ``dot_general`` library call calls a generated helper (BLAS through ``np.dot`` on
+  contiguous (batch, free, contracting) views, integer types by loops);
+- a nested control-flow call is emitted inline: nested loops are nested loops.
+
+Carries are variables rebound each iteration (every step writes fresh buffers, so nothing
+is overwritten while it is read), ys are written into preallocated stacked arrays, and
+every shape-dependent integer (loop counts, buffer extents, kernel params) is read from
+``IP`` at run time: the source depends on ranks and dtypes only, so new shapes reuse the
+compiled driver. The module is written to the kernel cache directory and compiled with
+``numba.njit(cache=True)``, like kernels.
+
+A body with a step that has no compiled form (a host step, another library call) makes
+the whole loop run in Python (``HostRunner``): the body's own Executable (compiled
+kernels) is called once per iteration. The tiers of ``config.jit_compile`` apply: "none"
+and ``debug_kernels`` use the host loop, "async" uses it while the driver compiles in the
+background, "sync" compiles first.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+from lowering.control_flow import ControlFlowCall, TaggedCall
+from lowering.ir import HostStep, KernelStep, LibraryCall
+from numba_backend import cache, codegen
+from tracer import dtypes
+from tracer.config import config
+
+logger = logging.getLogger("tracer")
+STRICT = os.environ.get("TRACER_STRICT_LOWERING", "") not in ("", "0")
+_F16 = np.dtype(np.float16)
+_U16 = np.dtype(np.uint16)
+
+stats = {"drivers_compiled": 0, "host_loops": 0}
+
+
+class NotCompilable(Exception):
+    """A step of a body that generated Numba code cannot call."""
+
+
+def _storage(dt) -> np.dtype:
+    dt = np.dtype(dt)
+    return _U16 if dt == _F16 else dt
+
+
+def _np_name(dt) -> str:
+    dt = _storage(dt)
+    return "np.bool_" if dt == np.bool_ else f"np.{dt.name}"
+
+
+def _to_storage(a):
+    a = np.asarray(a)
+    return a.view(_U16) if a.dtype == _F16 else a
+
+
+def _from_storage(a, aval):
+    a = np.asarray(a)
+    return a.view(_F16) if np.dtype(aval.dtype) == _F16 else a
+
+
+# ---------------------------------------- codegen -----------------------------------------
+
+class _Gen:
+    """Emits the statements of a driver; collects its runtime ints/floats, its array
+    arguments (program consts), the kernels it calls and its helpers.
+
+    Every buffer is allocated once, in the prologue (shapes are loop-invariant), and
+    reused by every iteration: a step writes the same buffer each time and its readers
+    run later in the same iteration. A loop carry has two buffers, current and next; the
+    kernel computing a carry writes the next buffer directly (else the new value is
+    copied there), and the two are swapped by reference at the end of the iteration."""
+
+    def __init__(self):
+        self.em = codegen.Emitter()
+        self.em.level = 1
+        self.prologue: list = []
+        self.ints: list = []
+        self.floats: list = []
+        self.arrays: list = []          # (var name, value)
+        self.kernels: dict = {}         # global name -> CompiledKernel
+        self.helpers: dict = {}         # function name -> source
+        self.counter = 0
+        self.flags = _flags()
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def line(self, text: str):
+        self.em.line(text)
+
+    def int_range(self, values):
+        start = len(self.ints)
+        self.ints.extend(int(v) for v in values)
+        return start, len(self.ints)
+
+    def float_range(self, values):
+        start = len(self.floats)
+        self.floats.extend(float(v) for v in values)
+        return start, len(self.floats)
+
+    def dims(self, shape) -> str:
+        if not shape:
+            return "()"
+        start, _ = self.int_range(shape)
+        return "(" + "".join(f"IP[{start + k}], " for k in range(len(shape))) + ")"
+
+    def add_array(self, value, aval) -> str:
+        name = self.fresh("k")
+        self.arrays.append((name, _to_storage(np.asarray(value, dtype=aval.dtype))))
+        return name
+
+    def alloc(self, aval, prefix="b") -> str:
+        v = self.fresh(prefix)
+        self.prologue.append(f"{v} = np.empty({self.dims(aval.shape)}, "
+                             f"{_np_name(aval.dtype)})")
+        return v
+
+    def copy(self, dst, src, ndim):
+        self.line(f"{dst}[()] = {src}[()]" if ndim == 0 else f"{dst}[...] = {src}")
+
+    # -- programs --
+    def program(self, prog, in_vars, targets=None):
+        """Emit ``prog``'s steps on ``in_vars``; returns (output vars, which outputs were
+        written into their ``targets`` entry by the step producing them)."""
+        env = dict(zip(prog.invars, in_vars))
+        for name, val in prog.consts:
+            env[name] = self.add_array(val, prog.buffers[name])
+        preset: dict = {}
+        written = [False] * len(prog.outvars)
+        if targets:
+            produced = {o for st in prog.steps if isinstance(st, KernelStep) for o in st.outs}
+            names = [o for o in prog.outvars if isinstance(o, str)]
+            for k, (o, t) in enumerate(zip(prog.outvars, targets)):
+                if t is not None and isinstance(o, str) and o in produced and \
+                        names.count(o) == 1 and o not in env:
+                    preset[o] = t
+                    written[k] = True
+        for step in prog.steps:
+            if isinstance(step, KernelStep):
+                self.kernel_step(step, prog, env, preset)
+            elif isinstance(step, LibraryCall):
+                self.library_step(step, prog, env)
+            elif isinstance(step, HostStep):
+                raise NotCompilable(f"host step {step.primitive.name}")
+            else:
+                raise NotCompilable(f"step {type(step).__name__}")
+        outs = []
+        for o, aval in zip(prog.outvars, prog.out_avals):
+            outs.append(env[o] if isinstance(o, str) else self.add_array(o[1], aval))
+        return outs, written
+
+    def kernel_step(self, step, prog, env, preset):
+        name = self.kernel_global(step.kernel)
+        for t in step.text.splitlines()[:4]:
+            self.line(f"# {t}")
+        outs = []
+        for o in step.outs:
+            v = preset.get(o) or self.alloc(prog.buffers[o])
+            env[o] = v
+            outs.append(v)
+        i0, i1 = self.int_range(step.iparams)
+        f0, f1 = self.float_range(step.fparams)
+        args = [env[x] for x in step.ins] + outs + [f"IP[{i0}:{i1}]", f"FP[{f0}:{f1}]"]
+        self.line(f"{name}({', '.join(args)})")
+
+    def kernel_global(self, kernel) -> str:
+        src = codegen.generate(kernel, self.flags)
+        name = f"K_{src.key[:20]}"
+        if name not in self.kernels:
+            self.kernels[name] = cache.get_kernel(src, kernel)
+        return name
+
+    def library_step(self, step, prog, env):
+        fn = step.fn
+        ins = [env[x] for x in step.ins]
+        if isinstance(fn, ControlFlowCall):
+            self.line(f"# {fn.spec.describe()}")
+            outs = self.control(fn.spec, ins)
+        elif isinstance(fn, TaggedCall) and fn.kind == "dot_general":
+            outs = [self.dot(fn, ins)]
+        elif type(fn).__name__ == "_Reshape" and hasattr(fn, "shape"):
+            v = self.fresh("v")
+            self.line(f"{v} = {ins[0]}.reshape({self.dims(fn.shape)})")
+            outs = [v]
+        else:
+            raise NotCompilable(f"library call {step.name}")
+        for o, v in zip(step.outs, outs):
+            env[o] = v
+
+    # -- control flow --
+    def control(self, spec, ins):
+        if spec.kind == "scan":
+            return self.scan(spec, ins)
+        if spec.kind == "while":
+            return self.while_(spec, ins)
+        return self.cond(spec, ins)
+
+    def carries(self, avals, init):
+        """(current, next) buffers of each carry, the current ones set to ``init``."""
+        cur = [self.alloc(a, "c") for a in avals]
+        nxt = [self.alloc(a, "n") for a in avals]
+        for c, v, a in zip(cur, init, avals):
+            self.copy(c, v, a.ndim)
+        return cur, nxt
+
+    def advance(self, cur, nxt, outs, written, avals):
+        for n, o, w, a in zip(nxt, outs, written, avals):
+            if not w:
+                self.copy(n, o, a.ndim)
+        if cur:
+            self.line(f"{', '.join(cur + nxt)}, = {', '.join(nxt + cur)},")
+
+    def scan(self, spec, ins):
+        p = spec.params
+        nc, nk = p["num_consts"], p["num_carry"]
+        (prog,) = spec.programs
+        consts, init, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
+        k_avals = spec.out_avals[:nk]
+        x_avals = spec.in_avals[nc + nk:]
+        y_avals = spec.out_avals[nk:]
+        cur, nxt = self.carries(k_avals, init)
+        ys = [self.alloc(a, "ys") for a in y_avals]
+        x_bufs = [None if a.ndim >= 2 else self.alloc(a.update(shape=()), "x")
+                  for a in x_avals]
+        n_slot, _ = self.int_range([p["length"]])
+        it, i = self.fresh("it"), self.fresh("i")
+        with self.em.block(f"for {it} in range(IP[{n_slot}]):"):
+            self.line(f"{i} = IP[{n_slot}] - 1 - {it}" if p["reverse"] else f"{i} = {it}")
+            x_vars = []
+            for x, buf in zip(xs, x_bufs):
+                if buf is None:
+                    v = self.fresh("x")
+                    self.line(f"{v} = {x}[{i}]")
+                else:
+                    v = buf
+                    self.line(f"{v}[()] = {x}[{i}]")
+                x_vars.append(v)
+            outs, written = self.program(prog, consts + cur + x_vars,
+                                         nxt + [None] * len(y_avals))
+            for y, o, a in zip(ys, outs[nk:], y_avals):
+                self.line(f"{y}[{i}] = {o}" if a.ndim >= 2 else f"{y}[{i}] = {o}[()]")
+            self.advance(cur, nxt, outs[:nk], written[:nk], k_avals)
+        return cur + ys
+
+    def while_(self, spec, ins):
+        p = spec.params
+        ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
+        cprog, bprog = spec.programs
+        cc, bc, init = ins[:ncc], ins[ncc:ncc + nbc], ins[ncc + nbc:]
+        avals = spec.out_avals
+        cur, nxt = self.carries(avals, init)
+        with self.em.block("while True:"):
+            (pred,), _ = self.program(cprog, cc + cur)
+            with self.em.block(f"if not {pred}[()]:"):
+                self.line("break")
+            outs, written = self.program(bprog, bc + cur, nxt)
+            self.advance(cur, nxt, outs, written, avals)
+        return cur
+
+    def cond(self, spec, ins):
+        index, ops = ins[0], ins[1:]
+        n = len(spec.programs)
+        k = self.fresh("k")
+        self.line(f"{k} = {index}[()]")
+        with self.em.block(f"if {k} < 0 or {k} >= {n}:"):
+            self.line(f"{k} = {n - 1}")
+        res = [self.fresh("r") for _ in spec.out_avals]
+        for b, prog in enumerate(spec.programs):
+            if n == 1:
+                head = "if True:"
+            elif b == 0:
+                head = f"if {k} == 0:"
+            elif b < n - 1:
+                head = f"elif {k} == {b}:"
+            else:
+                head = "else:"
+            with self.em.block(head):
+                outs, _ = self.program(prog, ops)
+                if res:
+                    self.line(f"{', '.join(res)}, = {', '.join(outs)},")
+                else:
+                    self.line("pass")
+        return res
+
+    # -- dot_general --
+    def dot(self, call, ins):
+        lhs_a, rhs_a = call.in_avals
+        (out_a,) = call.out_avals
+        dts = {np.dtype(lhs_a.dtype), np.dtype(rhs_a.dtype), np.dtype(out_a.dtype)}
+        if _F16 in dts or lhs_a.dtype != rhs_a.dtype:
+            raise NotCompilable("dot_general on float16 or mixed dtypes")
+        name, src = _dot_helper(lhs_a, rhs_a, out_a, call.params["dimension_numbers"])
+        self.helpers[name] = src
+        v = self.alloc(out_a)
+        self.line(f"{name}({ins[0]}, {ins[1]}, {v})")
+        return v
+
+
+def _prod_code(arr, dims) -> str:
+    return " * ".join([f"{arr}.shape[{d}]" for d in dims]) or "1"
+
+
+def _dot_helper(lhs_a, rhs_a, out_a, dimension_numbers):
+    """A register_jitable ``dot(lhs, rhs, out)`` computing dot_general into ``out`` as the
+    eager impl does (operands in (batch, free, contracting) order, one matrix product per
+    batch member in the compute dtype, cast to the output dtype). Products of rank <= 2
+    in one float dtype call BLAS directly on the operands (a transpose is a Fortran-order
+    view, not a copy); the rest goes through contiguous copies."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    lc, rc, lb, rb = tuple(lc), tuple(rc), tuple(lb), tuple(rb)
+    lfree = tuple(i for i in range(lhs_a.ndim) if i not in lc and i not in lb)
+    rfree = tuple(i for i in range(rhs_a.ndim) if i not in rc and i not in rb)
+    in_dt, out_dt = np.dtype(lhs_a.dtype), np.dtype(out_a.dtype)
+    if in_dt == np.bool_:
+        compute = np.dtype(np.int64)
+    else:
+        compute = out_dt if dtypes.promote_types(in_dt, out_dt) == out_dt else in_dt
+    lperm, rperm = lb + lfree + lc, rb + rc + rfree
+    key = hashlib.sha256(repr((lhs_a.ndim, rhs_a.ndim, str(in_dt), str(out_dt),
+                               dimension_numbers)).encode()).hexdigest()[:16]
+    name = f"dot_{key}"
+    em = codegen.Emitter()
+    em.line("@register_jitable")
+    with em.block(f"def {name}(lhs, rhs, out):"):
+        em.line(f"# dot_general {dimension_numbers}: {lhs_a.str_short()} x "
+                f"{rhs_a.str_short()} -> {out_a.str_short()}")
+        direct = (not lb and in_dt == out_dt == compute and in_dt.kind in "fc"
+                  and lhs_a.ndim <= 2 and rhs_a.ndim <= 2 and len(lc) <= 1)
+        if direct and len(lc) == 1:
+            a = "lhs" if lhs_a.ndim == 1 or lperm == (0, 1) else "lhs.T"
+            b = "rhs" if rhs_a.ndim == 1 or rperm == (0, 1) else "rhs.T"
+            if out_a.ndim == 0:
+                em.line(f"out[()] = np.dot({a}, {b})")
+            else:
+                em.line(f"np.dot({a}, {b}, out)")
+        elif direct and not lc and lhs_a.ndim == 1 and rhs_a.ndim == 1:
+            with em.block("for m in range(lhs.shape[0]):"):
+                with em.block("for n in range(rhs.shape[0]):"):
+                    em.line("out[m, n] = lhs[m] * rhs[n]")
+        else:
+            em.line(f"nb = {_prod_code('lhs', lb)}")
+            em.line(f"nm = {_prod_code('lhs', lfree)}")
+            em.line(f"nk = {_prod_code('lhs', lc)}")
+            em.line(f"nn = {_prod_code('rhs', rfree)}")
+            for arr, perm, shape in (("lhs", lperm, "(nb, nm, nk)"),
+                                     ("rhs", rperm, "(nb, nk, nn)")):
+                src = arr if perm == tuple(range(len(perm))) else \
+                    f"np.transpose({arr}, ({''.join(f'{d}, ' for d in perm)}))"
+                em.line(f"{arr}3 = np.ascontiguousarray({src}).reshape({shape})"
+                        f".astype({_np_name(compute)})")
+            em.line(f"res = np.empty((nb, nm, nn), {_np_name(compute)})")
+            with em.block("for bi in range(nb):"):
+                if compute.kind in "fc":
+                    em.line("np.dot(lhs3[bi], rhs3[bi], res[bi])")
+                else:
+                    with em.block("for m in range(nm):"):
+                        with em.block("for n in range(nn):"):
+                            em.line(f"acc = {_np_name(compute)}(0)")
+                            with em.block("for k in range(nk):"):
+                                em.line("acc += lhs3[bi, m, k] * rhs3[bi, k, n]")
+                            em.line("res[bi, m, n] = acc")
+            res = "res" if in_dt != np.bool_ else "(res > 0)"
+            em.line(f"out.reshape((nb * nm * nn,))[:] = {res}.reshape((nb * nm * nn,))"
+                    f".astype({_np_name(out_dt)})")
+    return name, em.text()
+
+
+def _flags() -> str:
+    import numba
+    return "boundscheck" if numba.config.BOUNDSCHECK else ""
+
+
+# ---------------------------------------- drivers -----------------------------------------
+
+_dispatchers: dict = {}
+_drivers: dict = {}
+_lock = threading.RLock()
+
+
+def _kernel_dispatcher(handle):
+    """A dispatcher over a kernel's Python function, compiled for the argument types the
+    drivers pass (writable buffers) with the kernel's own options."""
+    with _lock:
+        d = _dispatchers.get(handle.key)
+        if d is None:
+            import numba
+            fast = {"reassoc"} if handle.kernel.fast_reassoc else False
+            d = _dispatchers[handle.key] = numba.njit(
+                cache=True, nogil=True, error_model="numpy", fastmath=fast)(handle.py)
+        return d
+
+
+class Driver:
+    """A generated driver module and its compiled function."""
+
+    def __init__(self, text, key, kernels):
+        self.text = text
+        self.key = key
+        self.kernels = kernels
+        self.path = os.path.join(cache._kernel_dir(), f"d_{key[:32]}.py")
+        cache._write_source(self.path, text)
+        self.module = self._import()
+        for name, handle in kernels.items():
+            setattr(self.module, name, _kernel_dispatcher(handle))
+        import numba
+        self.fn = numba.njit(cache=True, nogil=True, error_model="numpy")(self.module.driver)
+        self.compiled = False
+        self.failed = None
+        self.lock = threading.Lock()
+
+    def _import(self):
+        name = f"tracer_kernels.d_{self.key[:32]}"
+        mod = sys.modules.get(name)
+        if mod is not None:
+            return mod
+        spec = importlib.util.spec_from_file_location(name, self.path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        sys.modules[name] = mod
+        return mod
+
+
+def _driver_for(text, kernels) -> Driver:
+    key = hashlib.sha256(codegen.code_only(text).encode()).hexdigest()
+    with _lock:
+        d = _drivers.get(key)
+        if d is None:
+            d = _drivers[key] = Driver(text, key, kernels)
+        return d
+
+
+def build_source(spec):
+    """(source text, kernels, IP, FP, const arrays) of the driver of ``spec``."""
+    g = _Gen()
+    ins = [f"a{i}" for i in range(len(spec.in_avals))]
+    outs = g.control(spec, ins)
+    consts = [name for name, _ in g.arrays]
+    em = codegen.Emitter()
+    em.line(f"# Generated by tracer (numba_backend.control_flow): a compiled {spec.kind}.")
+    em.line(f"# helpers {codegen.helper_hash()}{' ' + g.flags if g.flags else ''}")
+    em.line("import math")
+    em.line("import numpy as np")
+    em.line("from numba.extending import register_jitable")
+    for src in g.helpers.values():
+        em.line("")
+        em.line("")
+        em.lines += src.rstrip("\n").splitlines()
+    em.line("")
+    em.line("")
+    with em.block(f"def driver({', '.join(['IP', 'FP'] + ins + consts)}):"):
+        # Writable copies: every array in the loop then has one Numba type per dtype/rank
+        # (kernels compile once for it), and nothing the caller holds is ever written.
+        for a in ins + consts:
+            em.line(f"{a} = {a}.copy()")
+        for line in g.prologue:
+            em.line(line)
+    em.lines += g.em.lines
+    em.level = 1
+    em.line(f"return ({''.join(o + ', ' for o in outs)})")
+    ip = np.array(g.ints, dtype=np.int64)
+    fp = np.array(g.floats, dtype=np.float64)
+    for a in (ip, fp):
+        a.flags.writeable = False
+    arrays = []
+    for _, v in g.arrays:
+        arrays.append(_prep(v.copy()))
+    return em.text(), g.kernels, ip, fp, arrays
+
+
+class CompiledRunner:
+    """Runs a control-flow call through its generated driver (host loop meanwhile when
+    the driver is still compiling in the background)."""
+
+    def __init__(self, spec, driver, ip, fp, consts, host):
+        self.spec = spec
+        self.driver = driver
+        self.ip, self.fp, self.consts = ip, fp, consts
+        self.host = host
+
+    def _compile(self):
+        d = self.driver
+        with d.lock:
+            if d.compiled or d.failed is not None:
+                return
+            t0 = time.perf_counter()
+            try:
+                import numba
+                sig = [numba.typeof(self.ip), numba.typeof(self.fp)]
+                sig += [_array_type(a.dtype, a.ndim) for a in self.spec.in_avals]
+                sig += [numba.typeof(c) for c in self.consts]
+                d.fn.compile(tuple(sig))
+                d.compiled = True
+                stats["drivers_compiled"] += 1
+                if config.log_compiles:
+                    logger.warning("Compiled %s driver %s in %.1f ms", self.spec.kind,
+                                   d.key[:12], (time.perf_counter() - t0) * 1e3)
+            except Exception as e:   # a bug in the generated code: fall back, loudly
+                if STRICT:
+                    raise
+                d.failed = e
+                logger.warning("tracer: compiling the %s loop failed (%s: %s); it runs as a "
+                               "Python loop around compiled kernels. This is a bug in "
+                               "tracer's backend; please report it.", self.spec.kind,
+                               type(e).__name__, e)
+
+    def __call__(self, arrays):
+        mode = config.jit_compile
+        d = self.driver
+        if config.debug_kernels or mode == "none" or d.failed is not None:
+            return self.host(arrays)
+        if not d.compiled:
+            if mode == "async":
+                from numba_backend.executor import _background
+                _background.submit(self._compile)
+                return self.host(arrays)
+            self._compile()
+            if not d.compiled:
+                return self.host(arrays)
+        args = [_prep(_to_storage(a)) for a in arrays]
+        outs = d.fn(self.ip, self.fp, *args, *self.consts)
+        return [_from_storage(o, a) for o, a in zip(outs, self.spec.out_avals)]
+
+
+def _prep(a):
+    a = np.asarray(a)
+    if not a.flags.c_contiguous:      # (np.ascontiguousarray would make 0-d arrays 1-d)
+        a = np.ascontiguousarray(a)
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+def _array_type(dtype, ndim):
+    import numba
+    from numba import types
+    return types.Array(numba.from_dtype(_storage(dtype)), ndim, "C", readonly=True)
+
+
+# --------------------------------------- host loops ---------------------------------------
+
+class HostRunner:
+    """The loop in Python around the sub-programs' Executables (compiled kernels)."""
+
+    def __init__(self, spec):
+        from numba_backend.executor import compile_program
+        self.spec = spec
+        self.exes = [compile_program(p, f"{spec.kind} body") for p in spec.programs]
+        self.why = ""
+
+    def __call__(self, arrays):
+        stats["host_loops"] += 1
+        spec = self.spec
+        p = spec.params
+        arrays = [np.asarray(a) for a in arrays]
+        if spec.kind == "cond":
+            n = len(self.exes)
+            i = int(arrays[0])
+            i = n - 1 if i < 0 or i >= n else i
+            return _outs(self.exes[i](arrays[1:]), spec.out_avals)
+        if spec.kind == "while":
+            ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
+            cc, bc, carry = arrays[:ncc], arrays[ncc:ncc + nbc], arrays[ncc + nbc:]
+            cond_ex, body_ex = self.exes
+            while bool(np.asarray(cond_ex(cc + carry)[0])):
+                carry = _outs(body_ex(bc + carry), spec.out_avals)
+            return carry
+        nc, nk, n = p["num_consts"], p["num_carry"], p["length"]
+        consts, carry, xs = arrays[:nc], arrays[nc:nc + nk], arrays[nc + nk:]
+        y_avals = spec.out_avals[nk:]
+        ys = [np.empty(a.shape, a.dtype) for a in y_avals]
+        (ex,) = self.exes
+        for k in range(n):
+            i = n - 1 - k if p["reverse"] else k
+            outs = _outs(ex(consts + carry + [x[i] for x in xs]),
+                         spec.out_avals[:nk] + tuple(a.update(shape=a.shape[1:])
+                                                     for a in y_avals))
+            carry = outs[:nk]
+            for y, o in zip(ys, outs[nk:]):
+                y[i] = o
+        return carry + ys
+
+
+def _outs(outs, avals):
+    res = []
+    for o, a in zip(outs, avals):
+        o = np.asarray(o)
+        if o.dtype != a.dtype:
+            o = o.astype(a.dtype)
+        res.append(o)
+    return res
+
+
+def describe_runner(runner) -> str:
+    if isinstance(runner, CompiledRunner):
+        return runner.driver.text
+    return f"# {runner.spec.kind}: a Python loop around compiled bodies ({runner.why})\n"
+
+
+def make_runner(spec):
+    """The callable behind a control-flow library call: the compiled driver when every
+    step of the bodies can be called from Numba, else the host loop."""
+    host = HostRunner(spec)
+    try:
+        text, kernels, ip, fp, consts = build_source(spec)
+    except NotCompilable as e:
+        host.why = str(e)
+        if config.log_compiles:
+            logger.warning("tracer: %s runs as a Python loop around compiled kernels: %s",
+                           spec.kind, e)
+        return host
+    driver = _driver_for(text, kernels)
+    return CompiledRunner(spec, driver, ip, fp, consts, host)
