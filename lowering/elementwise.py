@@ -106,6 +106,29 @@ for _p, _fn, _cplx in [(ew.floor_p, "np.floor", False), (ew.ceil_p, "np.ceil", F
     scalar_exprs[_p] = _float_call(_fn, _cplx)
 
 
+# Vectorizable versions (numba_backend.vecmath, pasted into the loop) where the scalar
+# libm call would keep the loop scalar; float16 goes through float32 like NumPy's loops.
+_VECMATH = {
+    (ew.exp_p, "f4"): "exp_f32", (ew.exp_p, "f2"): "exp_f32", (ew.exp_p, "f8"): "exp_f64",
+    (ew.log_p, "f4"): "log_f32", (ew.log_p, "f2"): "log_f32",
+    (ew.sin_p, "f4"): "sin_f32", (ew.sin_p, "f2"): "sin_f32",
+    (ew.cos_p, "f4"): "cos_f32", (ew.cos_p, "f2"): "cos_f32",
+}
+
+
+def _vecmath_or(prim, fallback):
+    def rule(ctx, x):
+        name = _VECMATH.get((prim, _dt(x).str[1:]))
+        if name is None:
+            return fallback(ctx, x)
+        return ctx.call(f"numba_backend.vecmath.{name}", x, dtype=_dt(x))
+    return rule
+
+
+for _p in (ew.exp_p, ew.log_p, ew.sin_p, ew.cos_p):
+    scalar_exprs[_p] = _vecmath_or(_p, scalar_exprs[_p])
+
+
 def _atan2(ctx, x, y):
     return ctx.call("np.arctan2", x, y, dtype=ctx.out_avals[0].dtype)
 

@@ -1,0 +1,212 @@
+"""Vectorizable math functions for generated kernels.
+
+Numba calls the scalar libm for ``np.exp``/``np.sin``..., so a fused loop over a
+transcendental runs one element at a time. These versions are straight-line arithmetic
+(range reduction, polynomial, exponent bit tricks, selects), pasted into the kernel source
+(``numba_backend.inliner``), so LLVM vectorizes the loops that call them. float32 functions compute in float64 and round once, so they are within
+an ulp of the correctly rounded result for every input (NumPy's own float32 versions are
+too; both are checked against each other in tests/numba_backend).
+
+- ``exp_f32``: exp(x) = 2**n * exp(r), r = x - n ln2 in [-ln2/2, ln2/2], degree-9 Taylor
+  polynomial in float64 (relative error < 1e-10 before the final rounding).
+- ``exp_f64``: the same with a two-part ln2 (Cody-Waite) and degree 13, and a two-step
+  scaling so that subnormal results are rounded once.
+- ``log_f32``: log(x) = e ln2 + 2 atanh(s), s = (m - 1)/(m + 1), m in [sqrt(1/2), sqrt(2)).
+- ``sin_f32``/``cos_f32``: exact reduction of any float32 argument: x = m 2**E with m a
+  24-bit integer, x 2/pi mod 4 = m * F_E mod 4 with F_E = (2**E 2/pi) mod 4 from a table
+  (three float64 parts: the products with m are exact); then Taylor polynomials of sin
+  and cos on [-pi/4, pi/4].
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba_backend.inliner import inline_source
+
+# ---------------------------------------- exp ---------------------------------------------
+
+_LOG2E = 1.4426950408889634
+_LN2 = 0.6931471805599453
+_LN2_HI = 0.6931471803691238       # 33 significant bits: n * _LN2_HI is exact
+_LN2_LO = 1.9082149292705877e-10
+
+
+@inline_source
+def exp_f32(x):
+    xd = np.float64(x)
+    xc = xd if xd < 200.0 else 200.0
+    xc = xc if xc > -200.0 else -200.0           # NaN ends up here too; fixed below
+    n = np.rint(xc * _LOG2E)
+    r = xc - n * _LN2
+    p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
+        1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (
+            1.0 / 362880)))))))))
+    scale = np.int64((np.int64(n) + 1023) << 52).view(np.float64)
+    y = np.float32(p * scale)
+    return y if xd == xd else np.float32(x)
+
+
+@inline_source
+def exp_f64(x):
+    xc = x if x < 710.0 else 710.0
+    xc = xc if xc > -750.0 else -750.0
+    n = np.rint(xc * _LOG2E)
+    r = (xc - n * _LN2_HI) - n * _LN2_LO
+    p = 1.0 / 6227020800.0
+    p = 1.0 / 479001600 + r * p
+    p = 1.0 / 39916800 + r * p
+    p = 1.0 / 3628800 + r * p
+    p = 1.0 / 362880 + r * p
+    p = 1.0 / 40320 + r * p
+    p = 1.0 / 5040 + r * p
+    p = 1.0 / 720 + r * p
+    p = 1.0 / 120 + r * p
+    p = 1.0 / 24 + r * p
+    p = 1.0 / 6 + r * p
+    p = 0.5 + r * p
+    p = 1.0 + r * p
+    p = 1.0 + r * p
+    ni = np.int64(n)
+    n1 = ni >> 1
+    n2 = ni - n1
+    s1 = np.int64((n1 + 1023) << 52).view(np.float64)
+    s2 = np.int64((n2 + 1023) << 52).view(np.float64)
+    y = (p * s1) * s2
+    return y if x == x else x
+
+
+# ---------------------------------------- log ---------------------------------------------
+
+_SQRT2 = 1.4142135623730951
+
+
+@inline_source
+def log_f32(x):
+    xd = np.float64(x)
+    ok = xd > 0.0
+    xs = xd if ok else 1.0
+    bits = np.float64(xs).view(np.int64)
+    e = (bits >> 52) - 1023
+    m = np.int64((bits & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000).view(np.float64)  # [1, 2)
+    big = m > _SQRT2
+    m = m * 0.5 if big else m
+    e = e + 1 if big else e
+    s = (m - 1.0) / (m + 1.0)
+    s2 = s * s
+    p = 2.0 * s * (1.0 + s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7 + s2 * (
+        1.0 / 9 + s2 * (1.0 / 11 + s2 * (1.0 / 13 + s2 * (1.0 / 15))))))))
+    y = np.float32(np.float64(e) * _LN2 + p)
+    # x == 0: -inf; x < 0 or NaN: NaN; x == inf: inf
+    y = y if ok else (np.float32(-np.inf) if xd == 0.0 else np.float32(np.nan))
+    return y if xd < np.inf else np.float32(x)
+
+
+# ------------------------------------- sin and cos -----------------------------------------
+
+def _two_over_pi_table():
+    """F_E = (2**E * 2/pi) mod 4 for E in [-35, 104], as three float64 parts whose
+    products with a 24-bit integer are exact (28 + 28 bits, then the rest)."""
+    prec = 480
+    # pi * 2**prec by Machin's formula in integers
+    def arctan_inv(k):
+        total, term, n, sign = 0, (1 << (prec + 20)) // k, 1, 1
+        while term:
+            total += sign * (term // n)
+            term //= k * k
+            n += 2
+            sign = -sign
+        return total
+    pi_big = 16 * arctan_inv(5) - 4 * arctan_inv(239)          # pi * 2**(prec+20)
+    two_over_pi = (1 << (2 * (prec + 20) + 1)) // pi_big        # 2/pi * 2**(prec+20)
+    scale = prec + 20
+    rows = []
+    for E in range(-35, 105):
+        if E >= 0:
+            v = (two_over_pi << E) % (4 << scale)
+        else:
+            v = two_over_pi >> (-E)
+        f1 = (v >> (scale - 26)) << (scale - 26)                  # multiples of 2**-26
+        r1 = v - f1
+        f2 = (r1 >> (scale - 54)) << (scale - 54)                 # multiples of 2**-54
+        r2 = r1 - f2
+        rows.append([f1 / 2.0 ** scale, f2 / 2.0 ** scale, r2 / 2.0 ** scale])
+    return np.array(rows, dtype=np.float64)
+
+
+_F_TABLE = _two_over_pi_table()
+_PIO2_HI = 1.5707963267948966
+_PIO2_LO = 6.123233995736766e-17
+
+
+@inline_source
+def _reduce_pio2(ax):
+    """(quadrant, r_hi, r_lo): ax = (4j + quadrant) pi/2 + r, |r| <= pi/4, for a float64
+    holding a float32 value 2**-12 <= ax < 2**128."""
+    bits = np.float64(ax).view(np.int64)
+    e = (bits >> 52) - 1023                                     # ax in [2**e, 2**(e+1))
+    m = ax * np.int64((1023 + 23 - e) << 52).view(np.float64)  # 24-bit integer
+    idx = e - 23 + 35
+    idx = idx if idx > 0 else 0
+    idx = idx if idx < 139 else 139
+    f1 = _F_TABLE[idx, 0]
+    f2 = _F_TABLE[idx, 1]
+    f3 = _F_TABLE[idx, 2]
+    s = m * f1                                                  # exact
+    s = s - 4.0 * np.floor(s * 0.25)                            # mod 4, exact
+    t = m * f2                                                  # exact
+    u = m * f3
+    k = np.rint(s + t)
+    a = s - k                                                   # exact
+    hi = a + t                                                  # TwoSum(a, t)
+    bb = hi - a
+    lo = (a - (hi - bb)) + (t - bb) + u
+    q = np.int64(k - 4.0 * np.floor(k * 0.25))
+    r_hi = hi * _PIO2_HI
+    r_lo = hi * _PIO2_LO + lo * _PIO2_HI
+    return q, r_hi + r_lo
+
+
+@inline_source
+def _sin_poly(r):
+    r2 = r * r
+    return r + r * r2 * (-1.0 / 6 + r2 * (1.0 / 120 + r2 * (-1.0 / 5040 + r2 * (
+        1.0 / 362880 + r2 * (-1.0 / 39916800 + r2 * (1.0 / 6227020800.0))))))
+
+
+@inline_source
+def _cos_poly(r):
+    r2 = r * r
+    return 1.0 + r2 * (-0.5 + r2 * (1.0 / 24 + r2 * (-1.0 / 720 + r2 * (1.0 / 40320 + r2 * (
+        -1.0 / 3628800 + r2 * (1.0 / 479001600 + r2 * (-1.0 / 87178291200.0)))))))
+
+
+@inline_source
+def sin_f32(x):
+    xd = np.float64(x)
+    ax = abs(xd)
+    small = ax < 2.44140625e-04                                 # 2**-12: sin x rounds to x
+    finite = ax < np.inf
+    axc = ax if (finite and not small) else 1.0
+    q, r = _reduce_pio2(axc)
+    sp = _sin_poly(r)
+    cp = _cos_poly(r)
+    v = sp if q == 0 else (cp if q == 1 else (-sp if q == 2 else -cp))
+    v = -v if xd < 0 else v
+    y = np.float32(v)
+    y = np.float32(x) if small else y
+    return y if finite else np.float32(np.nan)
+
+
+@inline_source
+def cos_f32(x):
+    xd = np.float64(x)
+    ax = abs(xd)
+    small = ax < 2.44140625e-04                                 # cos x rounds to 1
+    finite = ax < np.inf
+    axc = ax if (finite and not small) else 1.0
+    q, r = _reduce_pio2(axc)
+    sp = _sin_poly(r)
+    cp = _cos_poly(r)
+    v = cp if q == 0 else (-sp if q == 1 else (-cp if q == 2 else sp))
+    y = np.float32(v)
+    y = np.float32(1.0) if small else y
+    return y if finite else np.float32(np.nan)
