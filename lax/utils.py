@@ -89,7 +89,7 @@ def promote_weak_scalars(fname: str, *args):
                 if not dtypes.is_complex(dt) and isinstance(a, complex):
                     raise TypeError(f"{fname}: cannot combine the complex scalar {a!r} with "
                                     f"an array of dtype {dt}")
-                out.append(Array(np.asarray(a, dtype=dt), weak_type=True))
+                out.append(Array(dtypes.scalar_to_dtype(a, dt), weak_type=True))
             else:
                 out.append(a)
         return tuple(out)

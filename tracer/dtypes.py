@@ -7,6 +7,8 @@ The lattice (JAX's, see "Type promotion semantics" in JAX's docs)::
           u8 -> i16,  u16 -> i32,  u32 -> i64
     f* -> f16 -> f32 -> f64 -> c128,  f* -> c* -> c64 -> c128,  f32 -> c64
 
+and without enable_x64, u32 -> i32 replaces u32 -> i64 (no promotion creates a 64-bit type).
+
 ``i*``, ``f*`` and ``c*`` are the weak kinds of Python int, float and complex scalars: they
 take the width of whatever they meet (``float32_array * 2.0`` stays float32). A result that
 lands on a weak kind is weakly typed and materialises as the default dtype of that kind
@@ -143,31 +145,37 @@ _LATTICE = {
 }
 
 
-def _upper_bounds():
+# Without enable_x64 no promotion forms a 64-bit type from narrower inputs: JAX replaces
+# the one edge that would (uint32 x int32 -> int64) by uint32 -> int32.
+_LATTICE_X32 = {**_LATTICE, uint32: [int32, uint64]}
+
+
+def _upper_bounds(lattice):
     ub = {}
 
     def visit(n):
         if n not in ub:
             s = {n}
-            for m in _LATTICE[n]:
+            for m in lattice[n]:
                 s |= visit(m)
             ub[n] = frozenset(s)
         return ub[n]
 
-    for n in _LATTICE:
+    for n in lattice:
         visit(n)
     return ub
 
 
-_UB = _upper_bounds()
+_UB = {True: _upper_bounds(_LATTICE), False: _upper_bounds(_LATTICE_X32)}
 
 
 @functools.lru_cache(maxsize=None)
-def _lub(nodes: frozenset):
-    common = frozenset.intersection(*(_UB[n] for n in nodes))
+def _lub(nodes: frozenset, x64: bool = True):
+    ub = _UB[x64]
+    common = frozenset.intersection(*(ub[n] for n in nodes))
     # The least upper bound is the common bound that every other common bound lies above.
     for c in common:
-        if all(o in _UB[c] for o in common):
+        if all(o in ub[c] for o in common):
             return c
     raise TypeError(f"no common type for {nodes}")  # unreachable for this lattice
 
@@ -205,9 +213,29 @@ def promote_types(a, b) -> np.dtype:
     """The dtype two (non-weak) dtypes promote to (``jax.numpy.promote_types``).
 
     Example: int8 with uint8 -> int16; int64 with uint64 -> float64; float16 with int64 ->
-    float16 (JAX's lattice, not NumPy's value-preserving table).
+    float16 (JAX's lattice, not NumPy's value-preserving table). Like JAX's, the result is
+    not canonicalized: int64 with int64 is int64 even with enable_x64 off (``result_type``
+    gives the canonical dtype).
     """
-    return _materialize(_lub(frozenset((_node_of(a, False), _node_of(b, False)))))
+    node = _lub(frozenset((_node_of(a, False), _node_of(b, False))), config.enable_x64)
+    return {_I: int64, _F: float64, _C: complex128}.get(node, node)
+
+
+def scalar_to_dtype(x, dtype) -> np.ndarray:
+    """Python scalar ``x`` as a 0-d NumPy array of ``dtype``, as JAX converts weak scalars:
+    integers wrap modulo the width (``int8_array + 300`` adds 44) and floats round (to inf
+    past the range); an int outside the int64/uint64 range is an OverflowError."""
+    dt = np.dtype(dtype)
+    if type(x) is int and dt.kind in "iu":
+        if not -2**63 <= x < 2**64:
+            raise OverflowError(f"Python int {x} is too large to convert to {dt.name} (it is "
+                                "outside the int64/uint64 range)")
+        return np.asarray(x, np.uint64 if x >= 2**63 else np.int64).astype(dt)
+    if type(x) is int and not -2**63 <= x < 2**64 and dt.kind not in "fc":
+        raise OverflowError(f"Python int {x} is too large to convert to {dt.name}")
+    with np.errstate(over="ignore"):
+        return np.asarray(x).astype(dt) if type(x) is not complex or dt.kind == "c" \
+            else np.asarray(x, dt)
 
 
 def dtype_and_weak_type(x):
@@ -244,8 +272,9 @@ def result_type(*args, return_weak_type_flag: bool = False):
     nodes = set()
     for a in args:
         dt, weak = dtype_and_weak_type(a)
-        nodes.add(_node_of(dt, weak))
-    node = _lub(frozenset(nodes))
+        # Inputs are canonicalized first (uint64 is uint32 with enable_x64 off), as in JAX.
+        nodes.add(_node_of(dt if weak or dt == float0 else canonicalize_dtype(dt), weak))
+    node = _lub(frozenset(nodes), config.enable_x64)
     weak = node in _WEAK_KINDS
     out = _materialize(node)
     return (out, weak) if return_weak_type_flag else out
