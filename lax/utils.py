@@ -68,6 +68,9 @@ def canonicalize_shape(shape, context: str = "") -> tuple:
     return out
 
 
+_PY_SCALAR_TYPES = (bool, int, float, complex)
+
+
 def is_python_scalar(x) -> bool:
     return type(x) in (bool, int, float, complex)
 
@@ -75,7 +78,10 @@ def is_python_scalar(x) -> bool:
 def promote_weak_scalars(fname: str, *args):
     """lax-style binary ops take arrays of one dtype; Python scalars (weak) adopt the
     dtype of the array operands (``lax.mul(x_f32, 2.0)`` is float32)."""
-    if not any(is_python_scalar(a) for a in args):
+    for a in args:
+        if type(a) in _PY_SCALAR_TYPES:
+            break
+    else:
         return args
     strong = [a for a in args if not is_python_scalar(a)]
     if strong:

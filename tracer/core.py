@@ -53,13 +53,14 @@ class AbstractValue:
 class ShapedArray(AbstractValue):
     """The abstract value of an array: a shape, a dtype and JAX's ``weak_type`` flag."""
 
-    __slots__ = ("shape", "dtype", "weak_type")
+    __slots__ = ("shape", "dtype", "weak_type", "_hash")
     array_abstraction_level = 1
 
     def __init__(self, shape, dtype, weak_type: bool = False):
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
+        self._hash = None
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
@@ -80,7 +81,10 @@ class ShapedArray(AbstractValue):
                 and self.dtype == other.dtype and self.weak_type == other.weak_type)
 
     def __hash__(self):
-        return hash((self.shape, self.dtype, self.weak_type))
+        h = self._hash
+        if h is None:
+            h = self._hash = hash((self.shape, self.dtype, self.weak_type))
+        return h
 
     def __repr__(self):
         weak = ", weak_type=True" if self.weak_type else ""
@@ -591,7 +595,7 @@ _abstract_eval_cache: dict = {}
 def abstract_eval_cached(primitive, avals, params):
     """``primitive.abstract_eval`` memoised on (primitive, avals, params) when hashable."""
     try:
-        key = (primitive, tuple(avals), tuple(params.items()))
+        key = (primitive, tuple(avals), tuple(params.items()) if params else ())
         hit = _abstract_eval_cache.get(key)
     except TypeError:
         key, hit = None, None
@@ -609,28 +613,55 @@ def abstract_eval_cached(primitive, avals, params):
 
 
 def eval_primitive(primitive, args, params):
-    """Run ``primitive``'s NumPy impl on concrete values; returns a list of Arrays."""
-    if primitive.impl is None:
+    """Run ``primitive``'s NumPy impl on concrete values; returns a list of Arrays.
+
+    This is the eager hot path (one call per operation): Arrays are unpacked without
+    re-deriving their avals, and the abstract eval is memoised.
+    """
+    impl = primitive.impl
+    if impl is None:
         raise NotImplementedError(f"Evaluation rule for '{primitive.name}' not implemented")
-    avals = [get_aval(a) for a in args]
+    avals = []
+    vals = []
+    for a in args:
+        if type(a) is Array:
+            av = a._aval
+            if av is None:
+                av = a.aval
+            avals.append(av)
+            vals.append(a._value)
+        else:
+            avals.append(get_aval(a))
+            vals.append(to_numpy(a))
     out_avals = abstract_eval_cached(primitive, avals, params)
-    vals = [to_numpy(a) for a in args]
-    outs = primitive.impl(*vals, **params)
+    outs = impl(*vals, **params)
     if not primitive.multiple_results:
-        outs = [outs]
+        outs = (outs,)
     result = []
     for o, aval in zip_(outs, out_avals):
-        if isinstance(aval, AbstractToken):
+        if type(aval) is not ShapedArray:
             result.append(o)
             continue
-        o = np.asarray(o)
+        if type(o) is not np.ndarray:
+            o = np.asarray(o)
         if o.dtype != aval.dtype:
             o = o.astype(aval.dtype)
         if o.shape != aval.shape:
             raise AssertionError(f"impl of {primitive.name} returned shape {o.shape}, abstract "
                                  f"eval says {aval.str_short()}")
-        result.append(Array(o, aval.weak_type))
+        result.append(_new_array(o, aval))
     return result
+
+
+def _new_array(value: np.ndarray, aval: ShapedArray) -> "Array":
+    """An Array around a fresh impl result whose aval is already known."""
+    if value.flags.writeable:
+        value.flags.writeable = False
+    a = Array.__new__(Array)
+    a._value = value
+    a._weak_type = aval.weak_type
+    a._aval = aval
+    return a
 
 
 # ------------------------- concreteness helpers for rules --------------------------------

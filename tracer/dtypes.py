@@ -269,15 +269,17 @@ def result_type(*args, return_weak_type_flag: bool = False):
     """
     if not args:
         raise ValueError("result_type: at least one argument is required")
-    nodes = set()
-    for a in args:
-        dt, weak = dtype_and_weak_type(a)
-        # Inputs are canonicalized first (uint64 is uint32 with enable_x64 off), as in JAX.
-        nodes.add(_node_of(dt if weak or dt == float0 else canonicalize_dtype(dt), weak))
-    node = _lub(frozenset(nodes), config.enable_x64)
-    weak = node in _WEAK_KINDS
-    out = _materialize(node)
+    key = tuple(dtype_and_weak_type(a) for a in args)
+    out, weak = _result_type_of(key, config.enable_x64)
     return (out, weak) if return_weak_type_flag else out
+
+
+@functools.lru_cache(maxsize=4096)
+def _result_type_of(key, x64):
+    # Inputs are canonicalized first (uint64 is uint32 with enable_x64 off), as in JAX.
+    node = _lub(frozenset(_node_of(dt if weak or dt == float0 else canonicalize_dtype(dt), weak)
+                          for dt, weak in key), x64)
+    return _materialize(node), node in _WEAK_KINDS
 
 
 def dtype(x) -> np.dtype:

@@ -47,10 +47,13 @@ def promote_dtypes(*args):
     if len(args) < 1:
         return []
     dt, weak = dtypes.result_type(*args, return_weak_type_flag=True)
-    return [_convert(as_operand(a), dt, weak) for a in args]
+    return [_convert(a if type(a) in _PY_SCALARS else as_operand(a), dt, weak) for a in args]
 
 
 def _convert(a, dt, weak):
+    if type(a) in _PY_SCALARS:
+        # A Python scalar becomes a constant of the promoted type directly.
+        return Array(dtypes.scalar_to_dtype(a, dt), weak)
     aval = get_aval(a)
     if aval.dtype == dt and aval.weak_type == weak:
         return a
@@ -116,18 +119,39 @@ def promote_shapes(fname, *args):
     """Broadcast ``args`` to a common shape; rank-0 operands are left as they are (lax's
     element-wise ops broadcast scalars)."""
     shapes = [get_aval(a).shape for a in args]
-    if all(s == shapes[0] for s in shapes):
-        return list(args)
+    nonscalar = [s for s in shapes if s]
+    if all(s == nonscalar[0] for s in nonscalar):
+        return list(args)  # equal shapes, rank-0 operands broadcast inside lax
     shape = broadcast_shapes(*shapes, fname=fname)
     return [a if get_aval(a).shape == () else broadcast_to_shape(a, shape) for a in args]
 
 
+def _same_avals(args):
+    """The common aval when every argument is an Array/Tracer of one shape, dtype and
+    weak type (the common case, served without promotion work), else None."""
+    first = None
+    for a in args:
+        if not isinstance(a, (Array, Tracer)):
+            return None
+        av = a.aval
+        if first is None:
+            first = av
+        elif av != first:
+            return None
+    return first
+
+
 def promote_args(fname, *args):
+    if _same_avals(args) is not None:
+        return list(args)
     check_arraylike(fname, *args)
     return promote_shapes(fname, *promote_dtypes(*args))
 
 
 def promote_args_inexact(fname, *args):
+    av = _same_avals(args)
+    if av is not None and dtypes.is_inexact(av.dtype):
+        return list(args)
     check_arraylike(fname, *args)
     return promote_shapes(fname, *promote_dtypes_inexact(*args))
 
