@@ -265,6 +265,10 @@ def test_integer_division_semantics():
     # XLA's definitions where NumPy warns: x // 0 = -1, x % 0 = x.
     assert int(tnp.floor_divide(a, b)[4]) == -1
     assert int(tnp.remainder(a, b)[4]) == 5
+    np.testing.assert_array_equal(tnp.floor_divide(np.array([-3, 3]), 0), [-1, -1])
+    np.testing.assert_array_equal(tnp.remainder(np.array([-3, 3]), 0), [-3, 3])
+    np.testing.assert_array_equal(tnp.left_shift(np.array([True, False]), True), [2, 0])
+    np.testing.assert_array_equal(tnp.square(np.array([True, False])), [True, False])
 
 
 def test_gcd_lcm_extremes():

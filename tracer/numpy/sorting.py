@@ -777,16 +777,19 @@ def _max_like(x):
 def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     """``numpy.setdiff1d``: the sorted distinct values of ``ar1`` not in ``ar2``
     (``size``/``fill_value`` under jit; the default fill is 0, as in JAX)."""
-    a, b = promote_dtypes(_flat(ar1, "setdiff1d"), _flat(ar2, "setdiff1d"))
+    a0 = _flat(ar1, "setdiff1d")
+    a, b = promote_dtypes(a0, _flat(ar2, "setdiff1d"))
     av, bv = _concrete(a), _concrete(b)
     if av is not None and bv is not None:
-        return _set_result("setdiff1d", np.setdiff1d(av, bv, assume_unique), size,
-                           fill_value, lambda v: 0)
+        # The values come from ar1: its dtype is kept (NumPy and JAX).
+        res = np.setdiff1d(av, bv, assume_unique).astype(_dt(a0))
+        return _set_result("setdiff1d", res, size, fill_value, lambda v: 0)
     size = _known_size("setdiff1d", size, [a, b], lambda u, v: np.setdiff1d(u, v).size)
     na = _aval(a).shape[0]
     ua, ca = unique(a, return_counts=True, size=na)
     mask = lax.bitwise_and(lax.gt(ca, lax.full((), 0, _dt(ca))), isin(ua, b, invert=True))
-    return _compact(ua, mask, size, 0 if fill_value is None else fill_value)
+    out = _compact(ua, mask, size, 0 if fill_value is None else fill_value)
+    return lax.convert_element_type(out, _dt(a0))
 
 
 def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):

@@ -75,13 +75,28 @@ def _bool_binary(lax_fn, name):
 bitwise_and = _bool_binary(lax.bitwise_and, "bitwise_and")
 bitwise_or = _bool_binary(lax.bitwise_or, "bitwise_or")
 bitwise_xor = _bool_binary(lax.bitwise_xor, "bitwise_xor")
-left_shift = _bool_binary(lax.shift_left, "left_shift")
+def _int_shift_args(name, x1, x2):
+    a, b = promote_args(name, x1, x2)
+    if _dt(a) == np.bool_:
+        # Bools shift as integers (NumPy and JAX).
+        a, b = (lax.convert_element_type(v, dtypes.default_int_dtype()) for v in (a, b))
+    if not dtypes.is_integer(_dt(a)):
+        raise TypeError(f"{name} is only defined for integer and bool arrays, got "
+                        f"{_dt(a).name}")
+    return a, b
+
+
+def left_shift(x1, x2, /):
+    """``numpy.left_shift`` (shifts of the bit width or more give 0)."""
+    return lax.shift_left(*_int_shift_args("left_shift", x1, x2))
+
+
 bitwise_left_shift = left_shift
 
 
 def right_shift(x1, x2, /):
     """``numpy.right_shift``: arithmetic for signed, logical for unsigned integers."""
-    a, b = promote_args("right_shift", x1, x2)
+    a, b = _int_shift_args("right_shift", x1, x2)
     if dtypes.is_unsigned_integer(_dt(a)):
         return lax.shift_right_logical(a, b)
     return lax.shift_right_arithmetic(a, b)
@@ -141,10 +156,13 @@ def floor_divide(x1, x2, /):
     if dtypes.is_unsigned_integer(dt):
         return lax.div(a, b)
     if dtypes.is_integer(dt):
+        a, b = _full_broadcast(a, b)
         q = lax.div(a, b)
         r = lax.rem(a, b)
         zero = lax.full_like(r, 0)
         adjust = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(b, zero)))
+        # x // 0 stays XLA's -1 (no floor adjustment), for every sign of x.
+        adjust = lax.bitwise_and(adjust, lax.ne(b, zero))
         return lax.select(adjust, lax.sub(q, lax.full_like(q, 1)), q)
     if dtypes.is_complex(dt):
         raise TypeError("floor_divide is not defined for complex arrays")
@@ -277,7 +295,10 @@ def log10(x, /):
 
 
 def square(x, /):
+    """``numpy.square`` (x * x; for bool, x itself, as NumPy's logical product)."""
     (x,) = promote_dtypes(as_operand(x))
+    if _dt(x) == np.bool_:
+        return x
     return lax.square(x)
 
 
