@@ -238,3 +238,7 @@ WORKLOADS = {
     "per_example_grads": per_example_grads,
     "eager_dispatch": eager_dispatch,
 }
+
+from control_flow_workloads import CONTROL_FLOW_WORKLOADS  # noqa: E402  (scan_rnn, while_ode)
+
+WORKLOADS.update(CONTROL_FLOW_WORKLOADS)

@@ -893,3 +893,83 @@ def test_scan_length_errors():
         lax.scan(lambda c, x: (c, x), 1.0, np.ones(3), unroll=0)
     with pytest.raises(tracer.ConcretizationTypeError):
         tracer.jit(lambda n: lax.scan(lambda c, x: (c, x), 1.0, None, length=n))(3)
+
+
+# ==================================== compiled loops =====================================
+# Under jit, scan/while/cond run as generated Numba drivers: real loops calling the body
+# kernels (numba_backend/control_flow.py), or a Python loop when a body step has no
+# compiled form.
+
+def _driver_text(f, *args):
+    return tracer.jit(f).lower(*args).as_text()
+
+
+def test_compiled_loops_are_generated(rng):
+    x = rng.standard_normal(3)
+    text = _driver_text(lambda x: _sc(x, np.ones((4, 3)))[0], x)
+    assert "def driver(" in text and "for it" in text and "K_" in text
+    text = _driver_text(_wl, x)
+    assert "while True:" in text and "break" in text
+    text = _driver_text(lambda x: _sw(1, x), x)
+    assert "elif" in text and "else:" in text
+    # Nested control flow is nested loops inside one driver.
+    text = _driver_text(_nested, x)
+    src = text[text.index("# generated source of while"):]
+    assert src.count("def driver(") == 1 and "while True:" in src and "for it" in src
+    # A loop over dot_general calls BLAS from the compiled loop.
+    w = rng.standard_normal((3, 3))
+    text = _driver_text(lambda w, x: lax.scan(lambda h, _: (tnp.tanh(w @ h), None), x, None,
+                                              length=3)[0], w, x)
+    assert "np.dot(" in text
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.complex64,
+                                   np.int8, np.int32, np.uint16, np.bool_])
+def test_compiled_loop_dtypes(dtype):
+    xs = (np.arange(15).reshape(5, 3) % 3).astype(dtype)
+    op = (lambda a, b: a ^ b) if dtype == np.bool_ else (lambda a, b: a + b)
+
+    def f(xs):
+        def body(c, x):
+            c2 = op(c, x)
+            return c2, (c, c2[0])
+        return lax.scan(body, xs[0], xs, reverse=True)
+
+    check_jit(f, (xs,))
+    check_jit(lambda xs: lax.fori_loop(0, 4, lambda i, c: op(
+        c, lax.dynamic_index_in_dim(xs, i, 0, keepdims=False)), xs[4]), (xs,))
+
+
+def test_compiled_loop_reuses_driver_across_shapes(rng):
+    from numba_backend import control_flow as ncf
+    g = tracer.jit(lambda c, xs: lax.scan(lambda c, x: (tnp.sin(c) * x, c), c, xs))
+    g(np.ones(3), np.ones((5, 3)))
+    n = len(ncf._drivers)
+    out = g(np.ones(4), np.ones((7, 4)))
+    assert len(ncf._drivers) == n          # same source: the compiled driver is reused
+    np.testing.assert_allclose(out[0], lax.scan(lambda c, x: (tnp.sin(c) * x, c),
+                                                np.ones(4), np.ones((7, 4)))[0], rtol=1e-14)
+
+
+def test_loop_without_compiled_form_runs_in_python(rng):
+    xs = rng.standard_normal((4, 3))
+    f = lambda xs: lax.scan(lambda c, x: (c + tnp.sort(x), c), xs[0], xs)
+    cjit(f, (xs,))
+    text = _driver_text(f, xs)
+    assert "a Python loop around compiled bodies" in text
+
+
+@pytest.mark.parametrize("mode", ["none", "async"])
+def test_compiled_loops_follow_jit_compile_mode(rng, mode):
+    x = rng.standard_normal(3)
+    old = tracer.config.jit_compile
+    tracer.config.update("jit_compile", mode)
+    try:
+        for f in (_nested, lambda x: _nested_rev(x)[0], lambda x: _sw(2, x)):
+            jf = tracer.jit(f)
+            for _ in range(2):
+                np.testing.assert_allclose(jf(x), f(x), rtol=1e-12)
+    finally:
+        tracer.config.update("jit_compile", old)
+        from numba_backend.executor import _background
+        _background.submit(lambda: None).result()    # let background compiles finish
