@@ -233,6 +233,25 @@ def test_grad_weak_types_follow_the_inputs():
     assert g32.dtype == np.float32 and not g32.weak_type
 
 
+def test_grad_in_32_bit_mode(x32):
+    g = tracer.grad(lambda x: tnp.sum(tnp.sin(x) * x))(np.array([0.5, 1.0], np.float32))
+    assert g.dtype == np.float32
+    close(g, np.sin([0.5, 1.0]) + np.array([0.5, 1.0]) * np.cos([0.5, 1.0]), 1e-6)
+    g = tracer.grad(lambda x: x * x)(2.0)
+    assert g.dtype == np.float32 and g.weak_type
+    H = tracer.hessian(lambda x: tnp.sum(x ** 3))(np.array([1.0, 2.0], np.float32))
+    assert H.dtype == np.float32
+    close(H, np.diag([6.0, 12.0]), 1e-6)
+
+
+def test_grad_of_empty_and_size_one_arrays():
+    g = tracer.grad(lambda x: tnp.sum(x * x))(np.zeros((2, 0)))
+    assert g.shape == (2, 0)
+    close(tracer.grad(lambda x: tnp.sum(x * x))(np.full((1, 1), 3.0)), [[6.0]])
+    assert tracer.jacrev(lambda x: x * 2.0)(np.zeros(0)).shape == (0, 0)
+    assert tracer.jacfwd(lambda x: x[:0] * 2.0)(np.zeros(2)).shape == (0, 2)
+
+
 def test_grad_errors_name_what_was_expected():
     with pytest.raises(TypeError, match=r"scalar-output.*shape: \(3,\)"):
         tracer.grad(lambda x: x * x)(np.ones(3))
