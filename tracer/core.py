@@ -607,7 +607,11 @@ def abstract_eval_cached(primitive, avals, params):
     if not primitive.multiple_results:
         out = [out] if not isinstance(out, (list, tuple)) else list(out)
     out = list(out)
-    if key is not None and len(_abstract_eval_cache) < 100_000:
+    if key is not None:
+        if len(_abstract_eval_cache) >= 20_000:
+            # Keys may hold sub-jaxprs that are traced anew per call (grad of jit):
+            # bound the memory rather than keep every one of them alive.
+            _abstract_eval_cache.clear()
         _abstract_eval_cache[key] = out
     return out
 
