@@ -205,10 +205,112 @@ def _eqn_context(jaxpr, i, radius=5):
 
 
 # ----------------------------------- printer -------------------------------------------
+# JAX's text format and layout: the jaxpr becomes a document of texts, breaks, groups and
+# nests (Wadler's "prettier printer"), laid out at width 80. A group prints on one line
+# when its flat text fits the rest of the line, else its breaks become newlines. This is
+# the algorithm of JAX's printer (checked against it on random documents), so jaxprs
+# print line for line as JAX prints them.
+
+class _Doc:
+    __slots__ = ()
+
+
+class _Text(_Doc):
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
+
+
+class _Concat(_Doc):
+    __slots__ = ("children",)
+
+    def __init__(self, children):
+        self.children = list(children)
+
+
+class _Break(_Doc):
+    """A space (or ``text``) in a flat group; a newline plus indentation in a broken one."""
+    __slots__ = ("text",)
+
+    def __init__(self, text=" "):
+        self.text = text
+
+
+class _Group(_Doc):
+    __slots__ = ("child",)
+
+    def __init__(self, child):
+        self.child = child
+
+
+class _Nest(_Doc):
+    __slots__ = ("n", "child")
+
+    def __init__(self, n, child):
+        self.n, self.child = n, child
+
+
+_NIL = _Concat([])
+
+
+def _join(sep, docs):
+    out = []
+    for i, d in enumerate(docs):
+        if i:
+            out.append(sep)
+        out.append(d)
+    return _Concat(out)
+
+
+def _fits(doc, width) -> bool:
+    agenda = [doc]
+    while width >= 0 and agenda:
+        d = agenda.pop()
+        t = type(d)
+        if t is _Text or t is _Break:
+            width -= len(d.text)
+        elif t is _Concat:
+            agenda.extend(reversed(d.children))
+        else:
+            agenda.append(d.child)
+    return width >= 0
+
+
+def _format(doc, width: int = 80) -> str:
+    lines, line, col = [], [], 0
+    agenda = [(0, True, doc)]  # (indent, broken?, doc)
+    while agenda:
+        indent, broken, d = agenda.pop()
+        t = type(d)
+        if t is _Text:
+            line.append(d.text)
+            col += len(d.text)
+        elif t is _Concat:
+            agenda.extend((indent, broken, c) for c in reversed(d.children))
+        elif t is _Break:
+            if broken:
+                lines.append("".join(line))
+                line, col = [" " * indent], indent
+            else:
+                line.append(d.text)
+                col += len(d.text)
+        elif t is _Nest:
+            agenda.append((indent + d.n, broken, d.child))
+        else:  # a group: flat if it fits in what is left of the line
+            agenda.append((indent, not _fits(d.child, width - col), d.child))
+    lines.append("".join(line))
+    return "\n".join(lines)
+
 
 class _Namer:
-    def __init__(self):
+    """Variable names for one printed jaxpr and all the jaxprs nested in it: a, b, ...,
+    z, ba, bb, ... in order of first appearance (JAX's JaxprPpContext)."""
+
+    def __init__(self, reserved=()):
         self.names: dict = {}
+        self.reserved = set(reserved)
+        self.count = 0
 
     def __call__(self, v) -> str:
         if type(v) is DropVar:
@@ -217,92 +319,175 @@ class _Namer:
             return _pp_literal(v)
         name = self.names.get(v)
         if name is None:
-            n = len(self.names)
-            name = self.names[v] = _alpha(n)
+            name = _alpha(self.count)
+            self.count += 1
+            while name in self.reserved:
+                name = _alpha(self.count)
+                self.count += 1
+            self.names[v] = name
         return name
 
     def decl(self, v) -> str:
-        if type(v) is DropVar:
-            return f"_:{v.aval.str_short()}"
         return f"{self(v)}:{v.aval.str_short()}"
+
+    def suggest_same(self, for_vars, like_vars):
+        """Name the (unnamed) ``for_vars`` like ``like_vars``: a call's sub-jaxpr then
+        reads with its caller's names (JAX's suggest_same_var_names)."""
+        if len(for_vars) != len(like_vars):
+            return
+        used = set()
+        for f, l in zip(for_vars, like_vars):
+            if type(l) is Literal or type(l) is DropVar or l in used or f in self.names \
+                    or not isinstance(f, Var):
+                continue
+            used.add(l)
+            self.names[f] = self(l)
 
 
 def _alpha(n: int) -> str:
-    # 0->a ... 25->z, 26->ba, 27->bb ... (JAX's numbering, which skips the "a" prefix)
-    if n < 26:
-        return chr(ord("a") + n)
-    digits = []
-    while n:
-        digits.append(n % 26)
-        n //= 26
-    return "".join(chr(ord("a") + d) for d in reversed(digits))
+    # 0->a ... 25->z, 26->ba, 27->bb ... (JAX's numbering: base 26 with a = 0)
+    s = ""
+    while not s or n:
+        n, i = divmod(n, 26)
+        s = chr(ord("a") + i) + s
+    return s
 
 
 def _pp_literal(lit: Literal) -> str:
     v = lit.val
-    aval = lit.aval
     if isinstance(v, Array):
         v = v._value
     v = np.asarray(v)
-    if v.dtype == np.bool_:
-        s = "True" if v else "False"
-    elif dtypes.is_floating(v.dtype):
-        f = float(v)
-        s = repr(f) if np.isfinite(f) else ("nan" if np.isnan(f) else ("inf" if f > 0 else "-inf"))
-    elif dtypes.is_complex(v.dtype):
-        s = repr(complex(v))
-    else:
-        s = str(int(v))
-    return f"{s}:{aval.str_short()}"
+    s = str(v.item()) if v.ndim == 0 else "[...]"
+    return f"{s}:{lit.aval.str_short()}"
 
 
-def _pp_param(v, names, indent) -> str:
+def _pp_vars(vs, names, sep: str = "", shapes: bool = False) -> _Doc:
+    docs = [_Text(names.decl(v) if shapes and type(v) is not Literal else names(v))
+            for v in vs]
+    return _Nest(2, _Group(_join(_Concat([_Text(sep), _Group(_Break())]), docs)))
+
+
+# Custom printers for equations of some primitives (e.g. to list only non-default
+# params): primitive -> rule(eqn, names) -> _Doc (see _pp_eqn_doc for the default).
+pp_eqn_rules: dict = {}
+
+
+def _jaxprs_in(v):
     if isinstance(v, ClosedJaxpr):
-        return _pp_jaxpr_body(v.jaxpr, _Namer(), indent + 2)
+        return [v.jaxpr]
     if isinstance(v, Jaxpr):
-        return _pp_jaxpr_body(v, _Namer(), indent + 2)
-    if isinstance(v, np.dtype):
-        return v.name
-    if isinstance(v, type) and issubclass(v, np.generic):
-        return np.dtype(v).name
+        return [v]
     if isinstance(v, (tuple, list)) and v and all(isinstance(x, (ClosedJaxpr, Jaxpr)) for x in v):
-        return "(\n" + "\n".join(" " * (indent + 4) + _pp_param(x, names, indent + 2) for x in v) + \
-            "\n" + " " * (indent + 2) + ")"
+        return [x.jaxpr if isinstance(x, ClosedJaxpr) else x for x in v]
+    return []
+
+
+def _pp_param_value(v, names) -> _Doc:
+    subs = _jaxprs_in(v)
+    if subs and not isinstance(v, (tuple, list)):
+        return _pp_jaxpr_doc(subs[0], names)
+    if subs:
+        return _Group(_Concat([
+            _Nest(2, _Concat([_Text("("), _Break(""),
+                              _join(_Break(), [_pp_jaxpr_doc(j, names) for j in subs])])),
+            _Break(""), _Text(")")]))
+    if isinstance(v, np.dtype):
+        return _Text(v.name)
+    if isinstance(v, type) and issubclass(v, np.generic):
+        return _Text(np.dtype(v).name)
+    if isinstance(v, frozenset):
+        return _Text(f"frozenset({{{', '.join(repr(e) for e in sorted(v))}}})")
     if callable(v) and not isinstance(v, (tuple, list)) and hasattr(v, "__name__"):
-        return v.__name__
-    return str(v)
+        return _Text(v.__name__)
+    return _Text(str(v))
 
 
-def _pp_eqn(eqn: JaxprEqn, names: _Namer, indent: int) -> str:
-    outs = " ".join(names.decl(v) for v in eqn.outvars)
-    params = ""
-    if eqn.params:
-        items = [f"{k}={_pp_param(v, names, indent)}" for k, v in sorted(eqn.params.items())]
-        params = "[" + " ".join(items) + "]"
-        if len(params) > 100 or "\n" in params:
-            pad = " " * (indent + 2)
-            params = "[\n" + "\n".join(pad + it for it in items) + "\n" + " " * indent + "]"
-    args = " ".join(names(x) for x in eqn.invars)
-    return f"{outs} = {eqn.primitive.name}{params} {args}".rstrip()
+def _pp_kv_pairs(items, names) -> _Doc:
+    if not items:
+        return _NIL
+    pairs = [_Concat([_Text(f"{k}="), _pp_param_value(v, names)]) for k, v in items]
+    return _Group(_Concat([_Nest(2, _Concat([_Text("["), _Break(""), _join(_Break(), pairs)])),
+                           _Break(""), _Text("]")]))
 
 
-def _pp_jaxpr_body(jaxpr: Jaxpr, names: _Namer, indent: int) -> str:
-    consts = " ".join(names.decl(v) for v in jaxpr.constvars)
-    ins = " ".join(names.decl(v) for v in jaxpr.invars)
-    head = f"{{ lambda {consts}{' ' if consts else ''}; {ins}. let"
-    eqn_lines = [_pp_eqn(e, names, indent + 4) for e in jaxpr.eqns]
-    outs = "(" + ", ".join(names(v) for v in jaxpr.outvars) + ("," if len(jaxpr.outvars) == 1 else "") + ")"
-    one_line = f"{head} {' '.join(eqn_lines)} in {outs} }}"
-    if len(jaxpr.eqns) <= 1 and len(one_line) <= 80 and "\n" not in one_line:
-        return one_line
-    pad = " " * (indent + 4)
-    body = "\n".join(pad + ln for ln in eqn_lines)
-    return f"{head}\n{body}\n{' ' * (indent + 2)}in {outs} }}" if eqn_lines else \
-        f"{head}\n{' ' * (indent + 2)}in {outs} }}"
+def _pp_eqn_doc(eqn: JaxprEqn, names, params=None) -> _Doc:
+    rule = pp_eqn_rules.get(eqn.primitive)
+    if rule is not None and params is None:
+        return rule(eqn, names)
+    keys = sorted(eqn.params) if params is None else params
+    lhs = _pp_vars(eqn.outvars, names, shapes=True)  # outputs are named first, as in JAX
+    rhs = [_Text(eqn.primitive.name), _pp_kv_pairs([(k, eqn.params[k]) for k in keys], names),
+           _Concat([_Text(" "), _pp_vars(eqn.invars, names)])]
+    if not eqn.outvars:
+        return _Concat(rhs)
+    return _Concat([lhs, _Text(" = ")] + rhs)
 
 
-def pp_jaxpr(jaxpr: Jaxpr) -> str:
-    return _pp_jaxpr_body(jaxpr, _Namer(), 0)
+def _pp_jaxpr_doc(jaxpr: Jaxpr, names) -> _Doc:
+    shared = getattr(names, "shared", {}).get(jaxpr)
+    if shared is not None:
+        return _Text(shared)
+    constvars = _pp_vars(jaxpr.constvars, names, shapes=True)
+    invars = _pp_vars(jaxpr.invars, names, shapes=True)
+    eqns = _join(_Break("; "), [_pp_eqn_doc(e, names) for e in jaxpr.eqns])
+    n = len(jaxpr.outvars)
+    outvars = _Concat([_Text("("), _pp_vars(jaxpr.outvars, names, sep=","),
+                       _Text(")" if n != 1 else ",)")])
+    return _Concat([_Group(_Nest(2, _Concat([
+        _Text("{ "), _Text("lambda "), constvars, _Text("; "), invars, _Text(". "),
+        _Text("let"), _Nest(2, _Concat([_Break(), eqns])), _Break(), _Text("in "), outvars]))),
+        _Text(" }")])
+
+
+def _shared_jaxprs(top: Jaxpr):
+    """Sub-jaxprs printed once, before the program, and referred to by name: those used by
+    more than one equation, and large ones (over 10 equations), as JAX does."""
+    counts: dict = {}
+    label: dict = {}
+    queue = [top]
+    while queue:
+        j = queue.pop(0)
+        counts[j] = counts.get(j, 0) + 1 + (j is not top and len(j.eqns) > 10)
+        for eqn in j.eqns:
+            name = eqn.params.get("name")
+            for v in eqn.params.values():
+                for sub in _jaxprs_in(v):
+                    queue.append(sub)
+                    if isinstance(name, str):
+                        label.setdefault(sub, name.strip("<>"))
+    shared, used = {}, {}
+    for j, c in counts.items():
+        if c == 1 or j is top:
+            continue
+        name = label.get(j, "jaxpr")
+        k = used.get(name, 0)
+        used[name] = k + 1
+        if k:
+            name += str(k)
+            used[name] = used.get(name, 0) + 1
+        shared[j] = name
+    return shared
+
+
+def _pp_eqn(eqn: JaxprEqn, names, indent: int) -> str:
+    """One equation as text (continuation lines indented by ``indent``)."""
+    return _format(_Concat([_Text(" " * indent), _Nest(indent, _pp_eqn_doc(eqn, names))])
+                   )[indent:]
+
+
+def pp_jaxpr(jaxpr: Jaxpr, width: int = 80) -> str:
+    """``jaxpr`` in JAX's text format, laid out as JAX lays it out at ``width``."""
+    shared = _shared_jaxprs(jaxpr)
+    names = _Namer(reserved=shared.values())
+    names.shared = {}
+    docs = []
+    for j, name in shared.items():
+        docs.append(_Concat([_Text(f"let {name} = "), _pp_jaxpr_doc(j, names), _Text(" in"),
+                             _Break()]))
+        names.shared[j] = name
+    docs.append(_pp_jaxpr_doc(jaxpr, names))
+    return _format(_Concat(docs), width)
 
 
 # --------------------------------- small helpers ----------------------------------------

@@ -13,7 +13,8 @@ from tracer.core import Primitive, ShapedArray, get_aval
 from tracer.interpreters import ad, batching
 from tracer.interpreters import partial_eval as pe
 from tracer.interpreters.ad import Zero
-from tracer.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Var, eval_jaxpr
+from tracer.jaxpr import (ClosedJaxpr, Jaxpr, JaxprEqn, Var, _pp_eqn_doc, eval_jaxpr,
+                          pp_eqn_rules)
 
 
 def _abstract_eval(*avals, jaxpr: ClosedJaxpr, **params):
@@ -232,3 +233,17 @@ def _call_dce(used_outputs, eqn):
 
 jit_p = make_call_primitive("jit")
 closed_call_p = make_call_primitive("closed_call")
+
+
+def _pp_call_eqn(eqn, names):
+    # name= first, the easier to scan, and the sub-jaxpr's inputs and outputs named like
+    # the equation's (JAX prints its jit equations this way).
+    sub = eqn.params.get("jaxpr")
+    if isinstance(sub, ClosedJaxpr) and sub.jaxpr not in getattr(names, "shared", {}):
+        names.suggest_same(sub.jaxpr.invars, eqn.invars)
+        names.suggest_same(sub.jaxpr.outvars, eqn.outvars)
+    rest = sorted(k for k in eqn.params if k != "name")
+    return _pp_eqn_doc(eqn, names, params=(["name"] if "name" in eqn.params else []) + rest)
+
+
+pp_eqn_rules[jit_p] = pp_eqn_rules[closed_call_p] = _pp_call_eqn
