@@ -47,13 +47,12 @@ import builtins
 import numpy as np
 
 from tracer import dtypes
-from tracer.core import Array, ShapedArray, get_aval
+from tracer.core import Array, get_aval
 from tracer.interpreters.ad import defjvp, defjvp2, defjvp_zero
 from lax import elementwise as ew
 from lax.elementwise import _bind_binary, _bind_unary, _const
 from lax.shapes import broadcast_in_dim, full_like
-from lax.utils import (_float, _inexact, np_errstate, promote_weak_scalars, standard_naryop,
-                       standard_unop)
+from lax.utils import _float, _inexact, promote_weak_scalars, standard_naryop, standard_unop
 
 
 def _kernel_impl(name):

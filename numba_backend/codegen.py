@@ -20,6 +20,7 @@ float64), integer division/remainder/shifts and float->int conversion go through
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import importlib
 import inspect
 import math
@@ -274,6 +275,10 @@ def helper_hash() -> str:
         from numba_backend import scalar, vecmath
         src = inspect.getsource(scalar) + inspect.getsource(vecmath) + \
             inspect.getsource(inliner)
+        # the special-function kernels (lowering/special.py calls them by name)
+        for mod in ("lax.special_kernels", "lax.special_coeffs"):
+            with open(importlib.util.find_spec(mod).origin) as f:
+                src += f.read()
         _HELPER_HASH = hashlib.sha256(src.encode()).hexdigest()[:16]
     return _HELPER_HASH
 

@@ -132,7 +132,8 @@ def test_accuracy_zeta_polygamma_grids():
     err = ulp_error(_run(lax.polygamma, n, x), sps.polygamma(n, x), np.float64)
     assert err.max() <= 8
     got32 = _run(lax.zeta, s.astype(np.float32), q.astype(np.float32))
-    ref32 = sps.zeta(s.astype(np.float32).astype(np.float64), q.astype(np.float32).astype(np.float64))
+    s32, q32 = s.astype(np.float32), q.astype(np.float32)
+    ref32 = sps.zeta(s32.astype(np.float64), q32.astype(np.float64))
     ok = (ref32 < 3e38) & (ref32 > 1e-37)
     assert ulp_error(got32, ref32, np.float32)[ok].max() <= 1.0
 
@@ -148,7 +149,8 @@ def test_accuracy_igamma_grids():
         assert ulp_error(got[bulk], ref[bulk], np.float64).max() <= 150
         np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-300)
         got32 = _run(fn, a.astype(np.float32), x.astype(np.float32))
-        ref32 = ref_fn(a.astype(np.float32).astype(np.float64), x.astype(np.float32).astype(np.float64))
+        a32, x32 = a.astype(np.float32), x.astype(np.float32)
+        ref32 = ref_fn(a32.astype(np.float64), x32.astype(np.float64))
         ok = ref32 > 1e-30
         assert ulp_error(got32[ok], ref32[ok], np.float32).max() <= 1.0
 
@@ -318,7 +320,8 @@ def test_empty_and_rank0():
 
 # ========================================= kernels ======================================
 
-@pytest.mark.parametrize("name", ["lgamma", "digamma", "erf", "erfc", "erfcx", "erf_inv", "erfc_inv",
+@pytest.mark.parametrize("name", ["lgamma", "digamma", "erf", "erfc", "erfcx", "erf_inv",
+                                  "erfc_inv",
                                   "bessel_i0e", "bessel_i1e"])
 def test_kernels_compiled_equal_pure_python(name):
     # The njit kernel and its Python source agree bit for bit (the debug path).
@@ -408,7 +411,8 @@ def _pos(*shape):
     (lax.erfc, lambda: RNG.uniform(-2, 2, 3)), (lax.erfcx, lambda: RNG.uniform(-2, 3, 3)),
     (lax.erf_inv, lambda: RNG.uniform(-0.8, 0.8, 3)),
     (lax.erfc_inv, lambda: RNG.uniform(0.2, 1.8, 3)),
-    (lax.bessel_i0e, lambda: RNG.uniform(-4, 4, 3)), (lax.bessel_i1e, lambda: RNG.uniform(-4, 4, 3)),
+    (lax.bessel_i0e, lambda: RNG.uniform(-4, 4, 3)),
+    (lax.bessel_i1e, lambda: RNG.uniform(-4, 4, 3)),
     (lax.acos, lambda: RNG.uniform(-0.8, 0.8, 3)), (lax.asin, lambda: RNG.uniform(-0.8, 0.8, 3)),
     (lax.atan, lambda: RNG.uniform(-3, 3, 3)), (lax.acosh, lambda: RNG.uniform(1.2, 4, 3)),
     (lax.asinh, lambda: RNG.uniform(-3, 3, 3)), (lax.atanh, lambda: RNG.uniform(-0.8, 0.8, 3)),
@@ -483,7 +487,8 @@ def test_jit_matches_eager():
     for fn in (lax.lgamma, lax.digamma, lax.erfc, lax.erf_inv, lax.erfc_inv, lax.erfcx,
                lax.bessel_i0e, lax.bessel_i1e, lax.is_inf, lax.is_pos_inf, lax.is_neg_inf):
         check_jit(fn, (edges,))
-    check_jit(lax.zeta, (np.array([1.0, 0.5, 2.0, 3.0, INF]), np.array([1.0, 1.0, -2.0, -1.5, 2.0])))
+    check_jit(lax.zeta, (np.array([1.0, 0.5, 2.0, 3.0, INF]),
+                         np.array([1.0, 1.0, -2.0, -1.5, 2.0])))
     ga, gx = np.array([0.5, 3.0, 2.0, 0.01, 150.0, 0.0]), np.array([0.2, 1.0, 6.0, 1.2, 160.0, 1.0])
     for fn in (lax.igamma, lax.igammac, lax.igamma_grad_a):
         check_jit(fn, (ga, gx))
@@ -528,10 +533,12 @@ def test_broadcast_binary_forms():
     np.testing.assert_array_equal(
         _run(lax.broadcast_add, np.array([1.0, 2.0]), a, broadcast_dimensions=(0,)),
         a + np.array([[1.0], [2.0]]))
-    np.testing.assert_array_equal(_run(lax.broadcast_zeta, 2.0, b), _run(lax.zeta, np.full(3, 2.0), b))
+    np.testing.assert_array_equal(_run(lax.broadcast_zeta, 2.0, b),
+                                  _run(lax.zeta, np.full(3, 2.0), b))
     np.testing.assert_array_equal(_run(lax.broadcast_polygamma, np.float64(1), b),
                                   _run(lax.polygamma, np.full(3, 1.0), b))
-    np.testing.assert_array_equal(_run(lax.broadcast_next_after, a, np.inf), np.nextafter(a, np.inf))
+    np.testing.assert_array_equal(_run(lax.broadcast_next_after, a, np.inf),
+                                  np.nextafter(a, np.inf))
     i = np.array([[1, 2], [3, 4]], np.int32)
     np.testing.assert_array_equal(_run(lax.broadcast_shift_left, i, np.int32(1)), i << 1)
     np.testing.assert_array_equal(_run(lax.broadcast_xor, i, np.array([1, 1], np.int32)), i ^ 1)
@@ -570,7 +577,8 @@ def test_weak_type_and_jaxpr():
     jaxpr = tracer.make_jaxpr(lambda x: lax.zeta(2.0, lax.acosh(x)))(np.float32(2.0))
     text = str(jaxpr)
     assert "acosh" in text and "zeta 2.0:f32[]" in text
-    assert tracer.eval_shape(lax.digamma, tracer.ShapeDtypeStruct((2, 3), np.float32)).shape == (2, 3)
+    spec = tracer.ShapeDtypeStruct((2, 3), np.float32)
+    assert tracer.eval_shape(lax.digamma, spec).shape == (2, 3)
 
 
 def test_import_tracer_does_not_import_numba():
