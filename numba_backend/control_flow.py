@@ -179,7 +179,11 @@ class _Gen:
             outs.append(v)
         i0, i1 = self.int_range(step.iparams)
         f0, f1 = self.float_range(step.fparams)
-        args = [env[x] for x in step.ins] + outs + [f"IP[{i0}:{i1}]", f"FP[{f0}:{f1}]"]
+        # Slices made once, in the prologue: the loop passes them as they are.
+        ip, fp = self.fresh("ip"), self.fresh("fp")
+        self.prologue.append(f"{ip} = IP[{i0}:{i1}]")
+        self.prologue.append(f"{fp} = FP[{f0}:{f1}]")
+        args = [env[x] for x in step.ins] + outs + [ip, fp]
         self.line(f"{name}({', '.join(args)})")
 
     def kernel_global(self, kernel) -> str:
