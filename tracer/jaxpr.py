@@ -90,12 +90,16 @@ class Jaxpr:
 class ClosedJaxpr:
     """A jaxpr and the values of its constvars (hashable by identity, as in JAX)."""
 
-    __slots__ = ("jaxpr", "consts")
+    __slots__ = ("jaxpr", "consts", "memo")
 
     def __init__(self, jaxpr: Jaxpr, consts):
         assert len(consts) == len(jaxpr.constvars), (len(consts), len(jaxpr.constvars))
         self.jaxpr = jaxpr
         self.consts = list(consts)
+        # Derived jaxprs (jvp, partial eval, transpose) memoised by the rules that make
+        # them, so that transforming the same jit again reuses them (and their compiled
+        # code) instead of retracing.
+        self.memo = {}
 
     in_avals = property(lambda self: self.jaxpr.in_avals)
     out_avals = property(lambda self: self.jaxpr.out_avals)

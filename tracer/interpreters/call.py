@@ -70,7 +70,15 @@ def make_call_primitive(name: str) -> Primitive:
 
 def jvp_jaxpr(closed: ClosedJaxpr, nonzeros):
     """A closed jaxpr computing (primals_out, tangents_out) from (primals, nonzero
-    tangents); all output tangents are instantiated."""
+    tangents); all output tangents are instantiated. Memoised per (jaxpr, nonzeros)."""
+    key = ("jvp", tuple(nonzeros))
+    hit = closed.memo.get(key)
+    if hit is None:
+        hit = closed.memo[key] = _jvp_jaxpr(closed, nonzeros)
+    return hit
+
+
+def _jvp_jaxpr(closed: ClosedJaxpr, nonzeros):
     in_avals = closed.in_avals
     t_avals = [a.at_least_vspace().strip_weak_type() for a, nz in zip(in_avals, nonzeros) if nz]
     n = len(in_avals)
@@ -145,19 +153,32 @@ def _inline_consts(closed: ClosedJaxpr) -> tuple[Jaxpr, list]:
     return pe.convert_constvars_jaxpr(closed.jaxpr), list(closed.consts)
 
 
+def _split_jaxpr(closed: ClosedJaxpr, in_unknowns):
+    """partial_eval_jaxpr of a call's jaxpr (consts as leading known inputs), memoised."""
+    key = ("pe", tuple(in_unknowns))
+    hit = closed.memo.get(key)
+    if hit is None:
+        open_jaxpr, _ = _inline_consts(closed)
+        jaxpr1, jaxpr2, out_unknowns, num_res = pe.partial_eval_jaxpr(open_jaxpr, in_unknowns)
+        hit = closed.memo[key] = (_closed_from_open(jaxpr1), jaxpr2, out_unknowns, num_res)
+    return hit
+
+
 def _call_partial_eval(p, trace, tracers, *, jaxpr, **params):
-    open_jaxpr, consts = _inline_consts(jaxpr)
+    consts = jaxpr.consts
     in_unknowns = [False] * len(consts) + [t.pval.is_unknown for t in tracers]
-    jaxpr1, jaxpr2, out_unknowns, num_res = pe.partial_eval_jaxpr(open_jaxpr, in_unknowns)
+    closed1, jaxpr2, out_unknowns, num_res = _split_jaxpr(jaxpr, in_unknowns)
     known_vals = list(consts) + [t.pval.const for t in tracers if t.pval.is_known]
-    outs1_res = p.bind(*known_vals, jaxpr=_closed_from_open(jaxpr1), **params)
+    outs1_res = p.bind(*known_vals, jaxpr=closed1, **params)
     n_known_out = len(outs1_res) - num_res
     outs1, res = outs1_res[:n_known_out], outs1_res[n_known_out:]
     res_tracers = [trace.instantiate_const(pe.PartialEvalTracer(
         trace, pe.PartialVal.known(r), None)) for r in res]
     unk_tracers = [trace.instantiate_const(t) for t in tracers if t.pval.is_unknown]
     tracers_in = res_tracers + unk_tracers
-    closed2 = _closed_from_open(jaxpr2)
+    closed2 = jaxpr.memo.get(("pe2", tuple(in_unknowns)))
+    if closed2 is None:
+        closed2 = jaxpr.memo[("pe2", tuple(in_unknowns))] = _closed_from_open(jaxpr2)
     outs2 = [pe.PartialEvalTracer(trace, pe.PartialVal.unknown(v.aval), None)
              for v in jaxpr2.outvars]
     eqn_params = dict(params, jaxpr=closed2)
@@ -210,8 +231,11 @@ def _call_transpose(p, cts, *args, jaxpr, **params):
         outs = ad.backward_pass(open_jaxpr, list(consts) + call_args, call_cts)
         return [ad.instantiate_zeros(o) for o in outs]
 
-    t_jaxpr = pe.trace_to_closed_jaxpr(
-        fun, res_avals + [a for a, nz in zip(ct_avals, nonzero_cts) if nz])
+    key = ("transpose", tuple(undef), tuple(nonzero_cts), tuple(res_avals))
+    t_jaxpr = jaxpr.memo.get(key)
+    if t_jaxpr is None:
+        t_jaxpr = jaxpr.memo[key] = pe.trace_to_closed_jaxpr(
+            fun, res_avals + [a for a, nz in zip(ct_avals, nonzero_cts) if nz])
     del lin_avals
     outs = p.bind(*res, *[c for c in cts if type(c) is not Zero], jaxpr=t_jaxpr, **params)
     outs = iter(outs)
