@@ -389,6 +389,9 @@ class Tracer:
         raise TypeError(f"unhashable type: {type(self).__name__} (tracers, like Arrays, are "
                         "not hashable; use a Python value or mark the argument static)")
 
+    def __setitem__(self, idx, value):
+        _immutable_setitem(self)
+
     def __iter__(self):
         if not self.aval.shape:
             raise TypeError(f"iteration over a 0-d traced array {self.aval.str_short()}")
@@ -406,6 +409,13 @@ class Tracer:
             return getattr(aval, name)
         except AttributeError:
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r}") from None
+
+
+def _immutable_setitem(x):
+    what = "Arrays" if isinstance(x, Array) else "Traced arrays"
+    raise TypeError(f"{what} are immutable and do not support in-place item "
+                    "assignment. Instead of x[idx] = y, use x = x.at[idx].set(y) (or "
+                    ".add/.mul/.min/.max/.get) or another .at[] method.")
 
 
 # ------------------------------------- Arrays -------------------------------------------
@@ -483,6 +493,9 @@ class Array:
 
     __hash__ = None  # unhashable, like JAX's Array
 
+    def __setitem__(self, idx, value):
+        _immutable_setitem(self)
+
     def item(self, *args):
         return self._value.item(*args)
 
@@ -503,10 +516,10 @@ class Array:
 
     def __repr__(self):
         v = self._value
-        if v.size == 0 and v.ndim > 1 or v.size > 0:
+        if v.size:
             body = np.array2string(v, separator=", ", prefix="Array(")
-        else:
-            body = "[]"
+        else:  # as JAX: the shape is all an empty array has to show
+            body = f"[], shape={v.shape}"
         dt = v.dtype.name
         if v.dtype == np.bool_:
             dt = "bool"
