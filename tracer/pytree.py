@@ -193,7 +193,12 @@ class PyTreeDef:
             return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(self.node_data, kids)) + "}"
         if t is type(None):
             return "None"
-        return f"{t.__name__}({', '.join(kids)})"
+        # JAX's spelling: CustomNode(<type>[<aux data>], [<children>])
+        if issubclass(t, tuple) and hasattr(t, "_fields") and t not in _registry:
+            head = f"namedtuple[{t.__name__}]"
+        else:
+            head = f"{t.__name__}[{self.node_data}]"
+        return f"CustomNode({head}, [{', '.join(kids)}])"
 
 
 _LEAF = PyTreeDef(None, None, ())

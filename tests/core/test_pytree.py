@@ -1,0 +1,194 @@
+"""Pytrees (tracer.tree_util, mirroring jax.tree_util): round trips for every container
+kind, leaf order and treedef reprs as JAX gives them (recorded from JAX 0.10.2), key
+paths, tree_map over several trees, is_leaf, registration of classes and dataclasses,
+and pytrees through transformations."""
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+import numpy as np
+import pytest
+
+import tracer
+import tracer.numpy as tnp
+from tracer import tree_util as tu
+
+Point = collections.namedtuple("Point", ["x", "y"])
+
+
+@tu.register_pytree_node_class
+class Box:
+    def __init__(self, a, b, tag):
+        self.a, self.b, self.tag = a, b, tag
+
+    def tree_flatten(self):
+        return (self.a, self.b), self.tag
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, aux)
+
+    def __eq__(self, other):
+        return isinstance(other, Box) and (self.a, self.b, self.tag) == \
+            (other.a, other.b, other.tag)
+
+
+@dataclasses.dataclass
+class Params:
+    w: object
+    b: object
+    name: str = dataclasses.field(metadata=dict(static=True), default="layer")
+
+
+tu.register_dataclass(Params)
+
+
+class Pair:
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    def __eq__(self, other):
+        return isinstance(other, Pair) and (self.first, self.second) == \
+            (other.first, other.second)
+
+
+tu.register_pytree_node(Pair, lambda p: ((p.first, p.second), None),
+                        lambda _, c: Pair(*c))
+
+# (tree, leaves, repr of the treedef, number of nodes): recorded from jax.tree_util.
+CASES = {
+    "tuple": ((1, 2), [1, 2], "PyTreeDef((*, *))", 3),
+    "list": ([1, [2, 3]], [1, 2, 3], "PyTreeDef([*, [*, *]])", 5),
+    "dict_sorted_keys": ({"b": 1, "a": 2, "c": {"z": 3, "y": 4}}, [2, 1, 4, 3],
+                         "PyTreeDef({'a': *, 'b': *, 'c': {'y': *, 'z': *}})", 6),
+    "none": (None, [], "PyTreeDef(None)", 1),
+    "nested_none": ((1, None, [None, 2]), [1, 2], "PyTreeDef((*, None, [None, *]))", 6),
+    "namedtuple": (Point(1, (2, 3)), [1, 2, 3],
+                   "PyTreeDef(CustomNode(namedtuple[Point], [*, (*, *)]))", 5),
+    "ordered_dict": (collections.OrderedDict([("b", 1), ("a", 2)]), [1, 2],
+                     "PyTreeDef(CustomNode(OrderedDict[('b', 'a')], [*, *]))", 3),
+    "defaultdict": (collections.defaultdict(list, {"q": 1, "p": 2}), [2, 1],
+                    "PyTreeDef(CustomNode(defaultdict[(<class 'list'>, ('p', 'q'))], "
+                    "[*, *]))", 3),
+    "leaf": (5, [5], "PyTreeDef(*)", 1),
+    "empty_containers": (((), [], {}), [], "PyTreeDef(((), [], {}))", 4),
+    "registered_class": (Box(1, [2], "t"), [1, 2], "PyTreeDef(CustomNode(Box[t], [*, [*]]))",
+                         4),
+    "dataclass": (Params(1, 2, "q"), [1, 2], "PyTreeDef(CustomNode(Params[('q',)], [*, *]))",
+                  3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_flatten_unflatten_round_trip(name):
+    tree, leaves, rep, nodes = CASES[name]
+    got, td = tu.tree_flatten(tree)
+    assert got == leaves
+    assert repr(td) == rep
+    assert td.num_leaves == len(leaves) and td.num_nodes == nodes
+    back = tu.tree_unflatten(td, got)
+    assert back == tree and type(back) is type(tree)
+    if isinstance(tree, collections.OrderedDict):
+        assert list(back) == list(tree)                 # insertion order kept
+    if isinstance(tree, collections.defaultdict):
+        assert back.default_factory is list
+    assert tu.tree_structure(tree) == td
+    assert tu.tree_leaves(tree) == leaves
+
+
+def test_treedefs_compare_by_structure_and_aux_data():
+    assert tu.tree_structure((1, {"a": 2})) == tu.tree_structure((5, {"a": 6}))
+    assert tu.tree_structure((1, 2)) != tu.tree_structure([1, 2])
+    assert tu.tree_structure({"a": 1}) != tu.tree_structure({"b": 1})
+    assert tu.tree_structure(Params(1, 2, "x")) != tu.tree_structure(Params(1, 2, "y"))
+    assert hash(tu.tree_structure((1, [2]))) == hash(tu.tree_structure((3, [4])))
+
+
+def test_registered_pytree_node():
+    leaves, td = tu.tree_flatten(Pair(1, (2, 3)))
+    assert leaves == [1, 2, 3]
+    assert tu.tree_unflatten(td, [4, 5, 6]) == Pair(4, (5, 6))
+
+
+def test_dataclass_static_fields_stay_in_the_treedef():
+    p = Params(np.ones(2), np.zeros(2), "first")
+    leaves, td = tu.tree_flatten(p)
+    assert len(leaves) == 2
+    q = tu.tree_unflatten(td, [1, 2])
+    assert (q.w, q.b, q.name) == (1, 2, "first")
+
+
+def test_register_dataclass_with_explicit_fields_and_as_decorator():
+    @dataclasses.dataclass
+    class Opt:
+        lr: float
+        step: int
+
+    tu.register_dataclass(Opt, data_fields=["step"], meta_fields=["lr"])
+    leaves, td = tu.tree_flatten(Opt(0.1, 3))
+    assert leaves == [3]
+    assert tu.tree_unflatten(td, [4]) == Opt(0.1, 4)
+
+    @tu.register_dataclass
+    @dataclasses.dataclass
+    class State:
+        a: object
+        b: object
+
+    assert tu.tree_leaves(State(1, [2, 3])) == [1, 2, 3]
+
+
+def test_tree_map_several_trees_and_is_leaf():
+    assert tu.tree_map(lambda a, b: a + b, {"x": 1, "y": (2, 3)}, {"x": 10, "y": (20, 30)}) == \
+        {"x": 11, "y": (22, 33)}
+    assert tu.tree_map(lambda x: x, [1, None]) == [1, None]        # None is not a leaf
+    assert tu.tree_leaves([1, (2, 3)], is_leaf=lambda x: isinstance(x, tuple)) == [1, (2, 3)]
+    assert tu.tree_map(lambda t: len(t), [(1, 2), (3,)],
+                       is_leaf=lambda x: isinstance(x, tuple)) == [2, 1]
+    with pytest.raises(ValueError, match="tuple"):
+        tu.tree_map(lambda a, b: a, (1, 2), [1, 2])
+
+
+def test_key_paths():
+    paths = [tu.keystr(p) for p, _ in
+             tu.tree_flatten_with_path({"a": [1, Point(2, 3)], "b": (4,)})[0]]
+    assert paths == ["['a'][0]", "['a'][1].x", "['a'][1].y", "['b'][0]"]
+    paths = [tu.keystr(p) for p, _ in tu.tree_flatten_with_path(Params(1, (2,), "q"))[0]]
+    assert paths == [".w", ".b[0]"]
+
+
+def test_reduce_transpose_and_children():
+    assert tu.tree_reduce(lambda a, b: a + b, [1, (2, 3)]) == 6
+    assert tu.tree_transpose(tu.tree_structure([0, 0]), tu.tree_structure((0, 0)),
+                             [(1, 2), (3, 4)]) == ([1, 3], [2, 4])
+    td = tu.tree_structure((1, [2, 3]))
+    assert [repr(c) for c in tu.treedef_children(td)] == ["PyTreeDef(*)", "PyTreeDef([*, *])"]
+    assert tu.treedef_is_leaf(tu.tree_structure(1))
+    assert tu.all_leaves([1, 2.0, np.ones(2)])
+
+
+def test_unflatten_with_wrong_leaf_count():
+    td = tu.tree_structure((1, 2))
+    with pytest.raises(ValueError):
+        tu.tree_unflatten(td, [1])
+
+
+def test_pytrees_through_transformations():
+    params = {"w": np.ones((2, 3)), "layers": [Params(np.ones(3), np.zeros(3))],
+              "t": Point(np.float64(2.0), None)}
+
+    def loss(p, x):
+        h = x @ p["w"] + p["layers"][0].b
+        return tnp.sum(h * p["layers"][0].w) * p["t"].x
+
+    x = np.arange(2.0)
+    g = tracer.grad(loss)(params, x)
+    assert tu.tree_structure(g) == tu.tree_structure(params)
+    assert g["layers"][0].name == "layer" and g["t"].y is None
+    np.testing.assert_allclose(np.asarray(g["w"]), np.outer(x, np.ones(3)) * 2.0)
+    out = tracer.vmap(lambda p, x: {"y": loss(p, x)}, in_axes=(None, 0))(params,
+                                                                        np.ones((4, 2)))
+    assert set(out) == {"y"} and out["y"].shape == (4,)
+    closed = tracer.make_jaxpr(loss)(params, x)
+    assert len(closed.jaxpr.invars) == len(tu.tree_leaves((params, x)))
