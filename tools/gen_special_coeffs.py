@@ -135,6 +135,45 @@ def erfcx_g(u):
 
 fit("ERFCX_G", erfcx_g, 0.0, ERFCX_U_MAX, "x * erfcx(x) as a function of u = 1/x**2, x >= 6.5")
 
+# ------------------------------------------------------ erf_inv starting values
+# Halley's iteration in the kernels converges from these in one step (float64) and they
+# alone are well below float32's rounding; one table each, 2**-34 relative.
+TOL_GUESS = mp.mpf(2) ** -34
+
+
+def erfcinv_mp(c):
+    return mp.findroot(lambda x: mp.log(mp.erfc(x)) - mp.log(c), mp.sqrt(-mp.log(c)))
+
+
+def erfinv_over_y(t):
+    # erfinv(sqrt(t)) / sqrt(t) for t = y**2 in [0, 1/4].
+    if t == 0:
+        return mp.sqrt(mp.pi) / 2
+    r = mp.sqrt(t)
+    return mp.erfinv(r) / r
+
+
+def erfcinv_of_w(w):
+    # erfcinv(c) as a function of w = sqrt(-log(c)).
+    return erfcinv_mp(mp.exp(-w * w))
+
+
+def fit_guess(name, f, lo, hi, note):
+    coeffs, fmin = cheb_coeffs(f, lo, hi, n=48)
+    cs = [float(x) for x in truncate(coeffs, fmin, TOL_GUESS)]
+    err = measure(f, lo, hi, cs, 34, samples=100)
+    TABLES.append((name, cs, lo, hi, note, err, 34))
+
+
+fit_guess("ERFINV_GUESS", erfinv_over_y, 0.0, 0.25,
+          "erfinv(y) / y as a function of t = y*y, t in [0, 1/4]")
+fit_guess("ERFCINV_GUESS_A", erfcinv_of_w, 0.75, 2.25,
+          "erfcinv(c) as a function of w = sqrt(-log c), w in [0.75, 2.25]")
+fit_guess("ERFCINV_GUESS_B", erfcinv_of_w, 2.25, 6.25,
+          "erfcinv(c) as a function of w = sqrt(-log c), w in [2.25, 6.25]")
+fit_guess("ERFCINV_GUESS_C", erfcinv_of_w, 6.25, 28.25,
+          "erfcinv(c) as a function of w = sqrt(-log c), w in [6.25, 28.25]")
+
 # --------------------------------------------------------------------------- i0e / i1e
 
 
