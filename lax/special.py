@@ -34,8 +34,9 @@ igammac         25 (Q >= 1e-3)               SciPy: 24 and 138 in the same regio
 
 float32: at most 0.5 ulp plus the final rounding (the float64 computation is far more
 accurate than float32) everywhere, i.e. correctly rounded except in rare ties.
-The elementary functions (acos ... cosh) use NumPy's ufuncs eagerly and libm / Numba's
-cmath under jit (C99 branch cuts; a few ulp apart at most).
+The elementary functions (acos ... cosh) use NumPy's ufuncs eagerly (C99 branch cuts for
+complex operands) and, under jit, libm for real operands (a few ulp from NumPy at most)
+while complex operands run NumPy as a host step.
 
 Poles and special values follow SciPy where JAX is silent or differs, and are listed in
 each docstring (e.g. ``digamma(±0) = ∓inf``, ``lgamma(-inf) = +inf``).
