@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import operator
 
-import numpy as np
 import opt_einsum
 
 import lax

@@ -288,7 +288,9 @@ def _quantile(a, q, axis, method, keepdims, fname, ignore_nan, percent=False):
         q = lax.div(q, lax.full((), 100, _dt(q)))
     qv = concrete_value(q)
     if qv is not None and np.any((qv < 0) | (qv > 1)):
-        raise ValueError(f"{fname}: {'percentiles must be in the range [0, 100]' if percent else 'quantiles must be in the range [0, 1]'}")
+        what = "percentiles must be in the range [0, 100]" if percent else \
+            "quantiles must be in the range [0, 1]"
+        raise ValueError(f"{fname}: {what}")
     nd = _aval(a).ndim
     if axis is None:
         axes = tuple(range(nd))
