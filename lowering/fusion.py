@@ -431,9 +431,13 @@ class _Fuser(StructuredContext):
                 self.names[o] = name
                 self.step_of[name] = kb.position
                 kb.reduced_outs.add(o)
+            if spec2.finals is not None:
+                finals = spec2.finals(ctx, accs)
+            else:
+                finals = [accs[r] for r in spec2.results]
             kb.reductions.append(Reduction(tuple(outs), tuple(spec2.init), tuple(combine),
                                            tuple(np.dtype(d) for d in spec2.acc_dtypes),
-                                           tuple(spec2.results), text))
+                                           tuple(finals), text))
             kb.n_acc += len(spec2.acc_dtypes)
             kb.reassoc = kb.reassoc or spec2.reassoc
             kb.texts.append(text)

@@ -282,12 +282,13 @@ class Reduction:
     """Reduce over the kernel's ``reduce_dims``. Accumulators ``acc[k]`` (dtypes
     ``acc_dtypes``) start at ``init[k]``; each iteration sets ``acc[k] = combine[k]``
     (expressions of ``AccRef(k)`` and the loop's values, evaluated all at once); at the end
-    ``outputs[outs[j]][kept index] = acc[results[j]]`` cast to the output dtype."""
+    ``outputs[outs[j]][kept index] = finals[j]`` (an expression of the ``AccRef``s, often
+    just one of them) cast to the output dtype."""
     outs: tuple
     init: tuple
     combine: tuple
     acc_dtypes: tuple
-    results: tuple
+    finals: tuple
     origin: str = ""
 
 
@@ -437,8 +438,8 @@ def pp_kernel(k: Kernel, indent: str = "  ") -> str:
             lines.append(f"{indent}acc{base + j}:{np.dtype(r.acc_dtypes[j]).name} = "
                          f"{pp_expr(r.init[j], names)}; "
                          f"acc{base + j} <- {pp_expr(r.combine[j], names)}")
-        for o, res in zip(r.outs, r.results):
-            lines.append(f"{indent}out{o}[kept] = acc{base + res}")
+        for o, fin in zip(r.outs, r.finals):
+            lines.append(f"{indent}out{o}[kept] = {pp_expr(fin, names)}")
         base += len(r.init)
     return "\n".join(head + lines)
 

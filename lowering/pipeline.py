@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import pkgutil
 
@@ -35,14 +36,25 @@ JAXPR_PASSES = (
 _rules_loaded = False
 
 
+failed_rule_modules: dict = {}
+
+
 def load_rule_modules() -> None:
-    """Import every module of the ``lowering`` package once: each registers its rules."""
+    """Import every module of the ``lowering`` package once: each registers its rules. A
+    module that fails to import is reported (``failed_rule_modules``, a logged warning);
+    its primitives then run as host steps, the rest of jit keeps working."""
     global _rules_loaded
     if _rules_loaded:
         return
     import lowering
     for info in sorted(pkgutil.iter_modules(lowering.__path__), key=lambda m: m.name):
-        importlib.import_module(f"lowering.{info.name}")
+        try:
+            importlib.import_module(f"lowering.{info.name}")
+        except Exception as e:
+            failed_rule_modules[info.name] = e
+            logging.getLogger("tracer").warning(
+                "tracer: lowering rules in lowering/%s.py failed to load (%s: %s); its "
+                "primitives run as host steps", info.name, type(e).__name__, e)
     _rules_loaded = True
 
 

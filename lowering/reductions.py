@@ -47,10 +47,43 @@ def _and_identity(dt):
     return True if dt == np.bool_ else -1 if dt.kind == "i" else np.iinfo(dt).max
 
 
+def _float_minmax(op, fallback):
+    """Float max/min reduced over integer keys (numba_backend.vecmath.max_key_*): the loop
+    vectorizes, NaN still propagates, and -0.0 < +0.0."""
+    def rule(ctx, x, *, axes):
+        dt = np.dtype(x.dtype)
+        if dt.kind != "f":
+            return fallback(ctx, x, axes=axes)
+        bits = 64 if dt == np.float64 else 32
+        key_dt = np.dtype(f"i{bits // 8}")
+        kind = "max" if op == "max" else "min"
+        start = -np.inf if op == "max" else np.inf
+        start_key = _key(start, bits)
+
+        def combine(ctx, accs, v, idx):
+            k = ctx.call(f"numba_backend.vecmath.{kind}_key_f{bits}", v, dtype=key_dt)
+            return [ctx.op(op, accs[0], k)]
+
+        def finals(ctx, accs):
+            return [ctx.call(f"numba_backend.scalar.unkey_f{bits}", accs[0],
+                             dtype=np.float64 if bits == 64 else np.float32)]
+
+        return ReductionSpec(axes=tuple(axes), acc_dtypes=(key_dt,),
+                             init=[ctx.const(start_key, key_dt)], combine=combine,
+                             finals=finals)
+    return rule
+
+
+def _key(value, bits):
+    ft, it = (np.float64, np.int64) if bits == 64 else (np.float32, np.int32)
+    i = int(np.asarray(value, ft).view(it))
+    return i ^ ((1 << (bits - 1)) - 1) if i < 0 else i
+
+
 reduction_rules[rd.reduce_sum_p] = _monoid("add", lambda dt: 0)
 reduction_rules[rd.reduce_prod_p] = _monoid("mul", lambda dt: 1)
-reduction_rules[rd.reduce_max_p] = _monoid("max", _max_identity)
-reduction_rules[rd.reduce_min_p] = _monoid("min", _min_identity)
+reduction_rules[rd.reduce_max_p] = _float_minmax("max", _monoid("max", _max_identity))
+reduction_rules[rd.reduce_min_p] = _float_minmax("min", _monoid("min", _min_identity))
 reduction_rules[rd.reduce_and_p] = _monoid("and", _and_identity)
 reduction_rules[rd.reduce_or_p] = _monoid("or", lambda dt: False if dt == np.bool_ else 0)
 reduction_rules[rd.reduce_xor_p] = _monoid("xor", lambda dt: False if dt == np.bool_ else 0)

@@ -201,7 +201,8 @@ class ReductionSpec:
     ``init`` a list of ``Expr``. ``combine(ctx, accs, x, idx) -> [Expr]``: the new
     accumulators from the old (``accs``), the operand element ``x`` and the iteration
     index ``idx`` (a tuple of int64 Exprs over the operand's dims, e.g. for argmax).
-    ``results[k]``: the accumulator written to output ``k`` (cast to its dtype).
+    ``results[k]``: the accumulator written to output ``k`` (cast to its dtype), unless
+    ``finals(ctx, accs) -> [Expr]`` computes the outputs from the final accumulators.
     ``reassoc``: the combine may be reordered (sums/products of floats: lets LLVM
     vectorize; results then differ from NumPy's pairwise order by rounding only).
     """
@@ -211,6 +212,7 @@ class ReductionSpec:
     combine: Callable
     results: tuple = (0,)
     reassoc: bool = False
+    finals: Callable | None = None
 
 
 # --------------------------------- structured rules --------------------------------------

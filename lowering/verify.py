@@ -46,7 +46,7 @@ def _check_kernel_step(i, s: KernelStep, p: Program):
         raise IRError(f"{where}: extents {s.iparams[:k.ndim]} differ from the output shape")
     roots = [st.value for st in k.stores]
     for r in k.reductions:
-        roots += list(r.init) + list(r.combine)
+        roots += list(r.init) + list(r.combine) + list(r.finals)
         if not k.reduce_dims:
             raise IRError(f"{where}: a reduction without reduce dims")
     n_acc = sum(len(r.init) for r in k.reductions)

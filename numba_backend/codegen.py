@@ -435,9 +435,9 @@ class _KernelGen:
                 # pasted in: a call LLVM would not inline keeps the loop scalar
                 fn = getattr(importlib.import_module(n.fn.module), n.fn.name)
                 blocks[lv].append(f"# {n.fn} (inlined)")
-                blocks[lv].extend(inliner.expand(fn, [expr(a) for a in n.args], f"{name}_r",
-                                                 f"{name}_", self.array_imports))
-                code = _cast_result(f"{name}_r", n.dtype)
+                blocks[lv].extend(inliner.expand(fn, [expr(a) for a in n.args], f"{name}_ret",
+                                                 f"{name}_l_", self.array_imports))
+                code = _cast_result(f"{name}_ret", n.dtype)
             else:
                 code = inline(n)
             blocks[lv].append(f"{name} = {code}")
@@ -530,8 +530,30 @@ class _KernelGen:
             em.line(", ".join(n for n, _ in tmp) + " = " + ", ".join(c for _, c in tmp))
 
     def _emit_acc_final(self, em, expr):
-        for r, names in zip(self.k.reductions, self._acc_names()):
-            for out, res in zip(r.outs, r.results):
+        for r in self.k.reductions:
+            for out, fin in zip(r.outs, r.finals):
                 em.line(f"out{out}[{self._kept_index()}] = "
-                        f"{self._store_code(out, names[res], r.acc_dtypes[res])}")
+                        f"{self._store_code(out, self._final_code(fin), fin.dtype)}")
+
+    def _final_code(self, n) -> str:
+        """Code of an expression of the accumulators, after the reduction loops (small:
+        written inline, no temporaries)."""
+        if isinstance(n, AccRef):
+            return f"acc{n.slot}"
+        if isinstance(n, Const):
+            return str(int(n.value)) if n.dtype == np.int64 else const_code(n.value, n.dtype)
+        if isinstance(n, IParam):
+            return f"n{n.slot}" if n.slot < self.k.ndim else f"p{n.slot}"
+        if isinstance(n, FParam):
+            return f"f{n.slot}"
+        if isinstance(n, Op):
+            return op_code(n.op, [self._final_code(a) for a in n.args],
+                           [a.dtype for a in n.args], n.dtype)
+        if isinstance(n, Call):
+            if inliner.is_inline(n.fn.module, n.fn.name):
+                raise TypeError("codegen: an inline_source function in a reduction's final "
+                                "expression; use a register_jitable helper")
+            return call_code(self._fn_alias(n.fn), [self._final_code(a) for a in n.args],
+                             n.dtype)
+        raise TypeError(f"codegen: {type(n).__name__} in a reduction's final expression")
 

@@ -131,7 +131,7 @@ def expand(fn, args: list, result: str, prefix: str, imports: set) -> list:
                 sub = f"{prefix}c{counter[0]}_"
                 rw = _Rewriter(p, prefix, imports)
                 call_args = [ast.unparse(rw.visit(a)) for a in s.value.args]
-                tmp = f"{sub}ret"
+                tmp = f"{sub}_ret"
                 lines += expand(callee, call_args, tmp, sub, imports)
                 target = ast.unparse(_Rewriter(p, prefix, imports).visit(s.targets[0]))
                 lines.append(f"{target} = {tmp}")

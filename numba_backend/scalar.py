@@ -339,3 +339,21 @@ def cdiv128(a, b):
     rat = br / bi
     scl = 1.0 / (bi + br * rat)
     return complex((ar * rat + ai) * scl, (ai * rat - ar) * scl)
+
+
+# ---------------------------- keys of max/min reductions -----------------------------------
+
+@register_jitable
+def unkey_f32(k):
+    """The float32 of a max/min reduction key (numba_backend.vecmath.max_key_f32); the
+    extreme keys stand for NaN."""
+    if k == np.int32(0x7FFFFFFF) or k == np.int32(-0x80000000):
+        return np.float32(np.nan)
+    return np.int32(k ^ ((k >> 31) & np.int32(0x7FFFFFFF))).view(np.float32)
+
+
+@register_jitable
+def unkey_f64(k):
+    if k == np.int64(0x7FFFFFFFFFFFFFFF) or k == np.int64(-0x8000000000000000):
+        return np.nan
+    return np.int64(k ^ ((k >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))).view(np.float64)

@@ -210,3 +210,36 @@ def cos_f32(x):
     y = np.float32(v)
     y = np.float32(1.0) if small else y
     return y if finite else np.float32(np.nan)
+
+
+# ------------------------------- max/min reductions as integers ----------------------------
+# A float max with NumPy's NaN propagation does not vectorize (LLVM needs no-NaNs flags for
+# float min/max reductions, which we never set). Reduced as integer keys it does: the key
+# order is -0.0 < +0.0 (XLA's) and a NaN maps to the extreme key, so any NaN wins.
+
+@inline_source
+def max_key_f32(x):
+    i = np.float32(x).view(np.int32)
+    k = i ^ ((i >> 31) & np.int32(0x7FFFFFFF))
+    return k if x == x else np.int32(0x7FFFFFFF)
+
+
+@inline_source
+def min_key_f32(x):
+    i = np.float32(x).view(np.int32)
+    k = i ^ ((i >> 31) & np.int32(0x7FFFFFFF))
+    return k if x == x else np.int32(-0x80000000)
+
+
+@inline_source
+def max_key_f64(x):
+    i = np.float64(x).view(np.int64)
+    k = i ^ ((i >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
+    return k if x == x else np.int64(0x7FFFFFFFFFFFFFFF)
+
+
+@inline_source
+def min_key_f64(x):
+    i = np.float64(x).view(np.int64)
+    k = i ^ ((i >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
+    return k if x == x else np.int64(-0x8000000000000000)
