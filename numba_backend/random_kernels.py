@@ -1,0 +1,114 @@
+"""Numba kernels of the random-bits family (lowering/random_bits.py): Threefry-2x32 and
+the counter streams of RngBitGenerator (Threefry-2x32, Philox-4x32-10).
+
+Words are carried in uint64 and masked to 32 bits after every addition (Numba widens
+uint32 arithmetic), so the results are the wrapping uint32 results of the NumPy reference
+(lax/random_bits.py) bit for bit.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_M32 = np.uint64(0xFFFFFFFF)
+_PARITY = np.uint64(0x1BD11BDA)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _rotl(x, r):
+    return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M32
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _mix4(x0, x1, r0, r1, r2, r3):
+    x0 = (x0 + x1) & _M32
+    x1 = _rotl(x1, r0) ^ x0
+    x0 = (x0 + x1) & _M32
+    x1 = _rotl(x1, r1) ^ x0
+    x0 = (x0 + x1) & _M32
+    x1 = _rotl(x1, r2) ^ x0
+    x0 = (x0 + x1) & _M32
+    x1 = _rotl(x1, r3) ^ x0
+    return x0, x1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _threefry(k0, k1, x0, x1):
+    """Threefry-2x32, 20 rounds, on 32-bit values held in uint64."""
+    k2 = k0 ^ k1 ^ _PARITY
+    x0 = (x0 + k0) & _M32
+    x1 = (x1 + k1) & _M32
+    x0, x1 = _mix4(x0, x1, 13, 15, 26, 6)
+    x0 = (x0 + k1) & _M32
+    x1 = (x1 + k2 + np.uint64(1)) & _M32
+    x0, x1 = _mix4(x0, x1, 17, 29, 16, 24)
+    x0 = (x0 + k2) & _M32
+    x1 = (x1 + k0 + np.uint64(2)) & _M32
+    x0, x1 = _mix4(x0, x1, 13, 15, 26, 6)
+    x0 = (x0 + k0) & _M32
+    x1 = (x1 + k1 + np.uint64(3)) & _M32
+    x0, x1 = _mix4(x0, x1, 17, 29, 16, 24)
+    x0 = (x0 + k1) & _M32
+    x1 = (x1 + k2 + np.uint64(4)) & _M32
+    x0, x1 = _mix4(x0, x1, 13, 15, 26, 6)
+    x0 = (x0 + k2) & _M32
+    x1 = (x1 + k0 + np.uint64(5)) & _M32
+    return x0, x1
+
+
+@numba.njit(cache=True, nogil=True)
+def threefry2x32(k0, k1, x0, x1, steps, out0, out1):
+    """Element i of each flat uint32 operand is operand[i * steps[j]] (step 0: a
+    broadcast scalar)."""
+    s0, s1, s2, s3 = steps[0], steps[1], steps[2], steps[3]
+    for i in range(out0.shape[0]):
+        y0, y1 = _threefry(np.uint64(k0[i * s0]), np.uint64(k1[i * s1]),
+                           np.uint64(x0[i * s2]), np.uint64(x1[i * s3]))
+        out0[i] = np.uint32(y0)
+        out1[i] = np.uint32(y1)
+    return 0
+
+
+@numba.njit(cache=True, nogil=True)
+def threefry_stream(k0, k1, start, words):
+    """words[2 i], words[2 i + 1] = Threefry-2x32 under key (k0, k1) of the 64-bit counter
+    start + i (wrapping), hi word first."""
+    k0 = np.uint64(k0)
+    k1 = np.uint64(k1)
+    for i in range(words.shape[0] // 2):
+        c = np.uint64(start) + np.uint64(i)
+        y0, y1 = _threefry(k0, k1, c >> np.uint64(32), c & _M32)
+        words[2 * i] = np.uint32(y0)
+        words[2 * i + 1] = np.uint32(y1)
+    return 0
+
+
+@numba.njit(cache=True, nogil=True)
+def philox_stream(k0, k1, start, words):
+    """words[4 i: 4 i + 4] = Philox-4x32-10 under key (k0, k1) of the counter
+    (lo, hi, 0, 0) with lo/hi the words of start + i (wrapping)."""
+    m0 = np.uint64(0xD2511F53)
+    m1 = np.uint64(0xCD9E8D57)
+    w0 = np.uint64(0x9E3779B9)
+    w1 = np.uint64(0xBB67AE85)
+    for i in range(words.shape[0] // 4):
+        c = np.uint64(start) + np.uint64(i)
+        c0 = c & _M32
+        c1 = c >> np.uint64(32)
+        c2 = np.uint64(0)
+        c3 = np.uint64(0)
+        a = np.uint64(k0)
+        b = np.uint64(k1)
+        for _ in range(10):
+            p0 = m0 * c0
+            p1 = m1 * c2
+            hi0, lo0 = p0 >> np.uint64(32), p0 & _M32
+            hi1, lo1 = p1 >> np.uint64(32), p1 & _M32
+            c0, c1, c2, c3 = (hi1 ^ c1 ^ b) & _M32, lo1, (hi0 ^ c3 ^ a) & _M32, lo0
+            a = (a + w0) & _M32
+            b = (b + w1) & _M32
+        words[4 * i] = np.uint32(c0)
+        words[4 * i + 1] = np.uint32(c1)
+        words[4 * i + 2] = np.uint32(c2)
+        words[4 * i + 3] = np.uint32(c3)
+    return 0
