@@ -313,3 +313,11 @@ def test_bad_input_errors():
         tnp.add(np.ones(3), np.ones(4))
     with pytest.raises(TypeError, match="bitwise_count"):
         tnp.bitwise_count(np.ones(2))
+
+
+def test_sinc_derivatives_at_zero():
+    # The Taylor branch gives the derivatives of the limit: sinc'(0) = 0,
+    # sinc''(0) = -pi^2 / 3.
+    assert float(tracer.grad(tnp.sinc)(0.0)) == 0.0
+    assert float(tracer.grad(tracer.grad(tnp.sinc))(0.0)) == pytest.approx(-np.pi ** 2 / 3,
+                                                                           rel=1e-12)

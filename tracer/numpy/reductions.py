@@ -373,27 +373,7 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 
 
 # ===================================== cumulative ========================================
-# lax.cumsum / lax.cumprod (the cumulative primitives) when lax has them; otherwise a scan
-# by recursive doubling (Hillis-Steele) of pads, slices and element-wise ops: log2(n)
-# steps of O(n) work, differentiable and batchable like its parts (float sums then add in
-# a different order than NumPy's sequential loop; results agree to rounding).
-
-def _cumulative_op(x, axis, combine, identity, reverse=False):
-    n = get_aval(x).shape[axis]
-    nd = get_aval(x).ndim
-    if reverse:
-        x = lax.rev(x, (axis,))
-    pad_value = lax.full((), identity, _dt(x))
-    k = 1
-    while k < n:
-        cfg = [(0, 0, 0)] * nd
-        cfg[axis] = (k, -k, 0)
-        x = combine(x, lax.pad(x, pad_value, cfg))
-        k *= 2
-    if reverse:
-        x = lax.rev(x, (axis,))
-    return x
-
+# On lax's cumulative primitives (lax.cumsum / lax.cumprod).
 
 def _cum_dtype(a, dtype, fname):
     dt = _dt(a)
@@ -417,30 +397,27 @@ def _cumulative(a, axis, dtype, out, fname, combine, identity, nan_value=None):
     if nan_value is not None:
         a = _nan_replaced(a, fname, nan_value)
     a = lax.convert_element_type(a, dt)
-    prim = getattr(lax, {lax.add: "cumsum", lax.mul: "cumprod"}[combine], None)
-    if prim is not None:
-        return prim(a, axis=axis)
-    return _cumulative_op(a, axis, combine, identity)
+    return combine(a, axis=axis)
 
 
 def cumsum(a, axis=None, dtype=None, out=None):
     """``numpy.cumsum`` (flattened when ``axis`` is None). See the note above."""
-    return _cumulative(a, axis, dtype, out, "cumsum", lax.add, 0)
+    return _cumulative(a, axis, dtype, out, "cumsum", lax.cumsum, 0)
 
 
 def cumprod(a, axis=None, dtype=None, out=None):
     """``numpy.cumprod`` (flattened when ``axis`` is None)."""
-    return _cumulative(a, axis, dtype, out, "cumprod", lax.mul, 1)
+    return _cumulative(a, axis, dtype, out, "cumprod", lax.cumprod, 1)
 
 
 def nancumsum(a, axis=None, dtype=None, out=None):
     """``numpy.nancumsum``: NaNs count as zero."""
-    return _cumulative(a, axis, dtype, out, "nancumsum", lax.add, 0, nan_value=0)
+    return _cumulative(a, axis, dtype, out, "nancumsum", lax.cumsum, 0, nan_value=0)
 
 
 def nancumprod(a, axis=None, dtype=None, out=None):
     """``numpy.nancumprod``: NaNs count as one."""
-    return _cumulative(a, axis, dtype, out, "nancumprod", lax.mul, 1, nan_value=1)
+    return _cumulative(a, axis, dtype, out, "nancumprod", lax.cumprod, 1, nan_value=1)
 
 
 def _cumulative_api(x, axis, dtype, include_initial, fname, combine, identity):
@@ -464,12 +441,12 @@ def _cumulative_api(x, axis, dtype, include_initial, fname, combine, identity):
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     """Array API ``cumulative_sum`` (``numpy.cumulative_sum``): ``include_initial``
     prepends the zero."""
-    return _cumulative_api(x, axis, dtype, include_initial, "cumulative_sum", lax.add, 0)
+    return _cumulative_api(x, axis, dtype, include_initial, "cumulative_sum", lax.cumsum, 0)
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
     """Array API ``cumulative_prod`` (``numpy.cumulative_prod``)."""
-    return _cumulative_api(x, axis, dtype, include_initial, "cumulative_prod", lax.mul, 1)
+    return _cumulative_api(x, axis, dtype, include_initial, "cumulative_prod", lax.cumprod, 1)
 
 
 # ====================================== averages =========================================

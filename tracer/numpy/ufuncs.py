@@ -425,14 +425,6 @@ conj = conjugate
 
 
 # ============================ more element-wise functions ================================
-# Where lax has no primitive yet (inverse trigonometric and hyperbolic functions,
-# nextafter, ...), these are compositions of existing primitives chosen for accuracy
-# (expm1/log1p forms, no cancellation) and finite gradients; when lax gains the primitive
-# (``lax.asin``, ...), it is used instead.
-
-def _lax_prim(name):
-    return getattr(lax, name, None)
-
 
 def _c(x, value):
     """``value`` as a rank-0 constant of ``x``'s dtype (lax ops broadcast it)."""
@@ -476,126 +468,47 @@ def _full_broadcast(*args):
     return [broadcast_to_shape(a, shape) for a in args]
 
 
-def _sqrt_1m_x2(x):
-    # (1 - x)(1 + x) avoids the cancellation of 1 - x*x near |x| = 1.
-    return lax.sqrt(lax.mul(lax.sub(_c(x, 1), x), lax.add(_c(x, 1), x)))
-
-
 def arcsin(x, /):
-    """Element-wise inverse sine (``numpy.arcsin``): NaN outside [-1, 1] for real input;
-    complex input uses the principal branch -i log(iz + sqrt(1 - z^2))."""
-    x = _inexact_operand("arcsin", x)
-    if _lax_prim("asin") is not None:
-        return lax.asin(x)
-    if dtypes.is_complex(_dt(x)):
-        iz = lax.mul(_c(x, 1j), x)
-        return lax.mul(_c(x, -1j), lax.log(lax.add(iz, lax.sqrt(
-            lax.sub(_c(x, 1), lax.mul(x, x))))))
-    return lax.atan2(x, _sqrt_1m_x2(x))
+    """Element-wise inverse sine (``numpy.arcsin``, lax.asin): NaN outside [-1, 1] for
+    real input; the principal branch for complex input."""
+    return lax.asin(_inexact_operand("arcsin", x))
 
 
 def arccos(x, /):
-    """Element-wise inverse cosine (``numpy.arccos``), in [0, pi]."""
-    x = _inexact_operand("arccos", x)
-    if _lax_prim("acos") is not None:
-        return lax.acos(x)
-    if dtypes.is_complex(_dt(x)):
-        return lax.sub(_c(x, np.pi / 2), arcsin(x))
-    return lax.atan2(_sqrt_1m_x2(x), x)
+    """Element-wise inverse cosine (``numpy.arccos``, lax.acos), in [0, pi]."""
+    return lax.acos(_inexact_operand("arccos", x))
 
 
 def arctan(x, /):
-    """Element-wise inverse tangent (``numpy.arctan``), in (-pi/2, pi/2)."""
-    x = _inexact_operand("arctan", x)
-    if _lax_prim("atan") is not None:
-        return lax.atan(x)
-    if dtypes.is_complex(_dt(x)):
-        # atan(z) = i/2 (log(1 - iz) - log(1 + iz))
-        iz = lax.mul(_c(x, 1j), x)
-        d = lax.sub(lax.log(lax.sub(_c(x, 1), iz)), lax.log(lax.add(_c(x, 1), iz)))
-        return lax.mul(_c(x, 0.5j), d)
-    return lax.atan2(x, lax.full_like(x, 1))
-
-
-def _log_max(dt):
-    return float(np.log(np.finfo(dt).max))
+    """Element-wise inverse tangent (``numpy.arctan``, lax.atan)."""
+    return lax.atan(_inexact_operand("arctan", x))
 
 
 def sinh(x, /):
-    """Element-wise hyperbolic sine (``numpy.sinh``), accurate for small |x| (through
-    expm1) and finite up to the overflow threshold of the result."""
-    x = _inexact_operand("sinh", x)
-    if _lax_prim("sinh") is not None:
-        return lax.sinh(x)
-    if dtypes.is_complex(_dt(x)):
-        return lax.mul(_c(x, 0.5), lax.sub(lax.exp(x), lax.exp(lax.neg(x))))
-    ax = lax.abs(x)
-    cut = _c(x, _log_max(_dt(x)) - 1.0)
-    # Each branch sees a clamped argument so that the untaken one has finite gradients.
-    t = lax.expm1(lax.min(ax, cut))
-    small = lax.mul(_c(x, 0.5), lax.add(t, lax.div(t, lax.add(t, _c(x, 1)))))
-    a = lax.exp(lax.mul(lax.max(ax, cut), _c(x, 0.5)))
-    big = lax.mul(lax.mul(a, _c(x, 0.5)), a)
-    return lax.mul(lax.sign(x), lax.select(lax.gt(ax, cut), big, small))
+    """Element-wise hyperbolic sine (``numpy.sinh``, lax.sinh)."""
+    return lax.sinh(_inexact_operand("sinh", x))
 
 
 def cosh(x, /):
-    """Element-wise hyperbolic cosine (``numpy.cosh``), finite up to the overflow
-    threshold of the result."""
-    x = _inexact_operand("cosh", x)
-    if _lax_prim("cosh") is not None:
-        return lax.cosh(x)
-    if dtypes.is_complex(_dt(x)):
-        return lax.mul(_c(x, 0.5), lax.add(lax.exp(x), lax.exp(lax.neg(x))))
-    # exp(|x|/2)^2 / 2 stays finite where exp(|x|) alone would overflow.
-    a = lax.exp(lax.mul(lax.abs(x), _c(x, 0.5)))
-    return lax.add(lax.mul(lax.mul(a, _c(x, 0.5)), a), lax.div(_c(x, 0.5), lax.mul(a, a)))
+    """Element-wise hyperbolic cosine (``numpy.cosh``, lax.cosh)."""
+    return lax.cosh(_inexact_operand("cosh", x))
 
 
 def arcsinh(x, /):
-    """Element-wise inverse hyperbolic sine (``numpy.arcsinh``)."""
-    x = _inexact_operand("arcsinh", x)
-    if _lax_prim("asinh") is not None:
-        return lax.asinh(x)
-    if dtypes.is_complex(_dt(x)):
-        return lax.log(lax.add(x, lax.sqrt(lax.add(lax.mul(x, x), _c(x, 1)))))
-    ax = lax.abs(x)
-    cut = _c(x, float(np.sqrt(np.finfo(_dt(x)).max)) / 4)
-    axs = lax.min(ax, cut)
-    x2 = lax.mul(axs, axs)
-    # log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) is accurate for small |x|.
-    small = lax.log1p(lax.add(axs, lax.div(x2, lax.add(_c(x, 1),
-                                                       lax.sqrt(lax.add(_c(x, 1), x2))))))
-    big = lax.add(lax.log(lax.max(ax, cut)), _c(x, np.log(2.0)))
-    return lax.mul(lax.sign(x), lax.select(lax.gt(ax, cut), big, small))
+    """Element-wise inverse hyperbolic sine (``numpy.arcsinh``, lax.asinh)."""
+    return lax.asinh(_inexact_operand("arcsinh", x))
 
 
 def arccosh(x, /):
-    """Element-wise inverse hyperbolic cosine (``numpy.arccosh``): NaN below 1."""
-    x = _inexact_operand("arccosh", x)
-    if _lax_prim("acosh") is not None:
-        return lax.acosh(x)
-    if dtypes.is_complex(_dt(x)):
-        return lax.log(lax.add(x, lax.mul(lax.sqrt(lax.add(x, _c(x, 1))),
-                                          lax.sqrt(lax.sub(x, _c(x, 1))))))
-    cut = _c(x, float(np.sqrt(np.finfo(_dt(x)).max)) / 4)
-    y = lax.sub(lax.min(x, cut), _c(x, 1))
-    # log1p(y + sqrt(y (y + 2))) with y = x - 1 is accurate near x = 1.
-    small = lax.log1p(lax.add(y, lax.sqrt(lax.mul(y, lax.add(y, _c(x, 2))))))
-    big = lax.add(lax.log(lax.max(x, cut)), _c(x, np.log(2.0)))
-    return lax.select(lax.gt(x, cut), big, small)
+    """Element-wise inverse hyperbolic cosine (``numpy.arccosh``, lax.acosh): NaN below
+    1 for real input."""
+    return lax.acosh(_inexact_operand("arccosh", x))
 
 
 def arctanh(x, /):
-    """Element-wise inverse hyperbolic tangent (``numpy.arctanh``): ±inf at ±1, NaN
-    outside [-1, 1]."""
-    x = _inexact_operand("arctanh", x)
-    if _lax_prim("atanh") is not None:
-        return lax.atanh(x)
-    if dtypes.is_complex(_dt(x)):
-        return lax.mul(_c(x, 0.5), lax.sub(lax.log1p(x), lax.log1p(lax.neg(x))))
-    # 0.5 log1p(2x / (1 - x)) is accurate near 0 and exact at the poles.
-    return lax.mul(_c(x, 0.5), lax.log1p(lax.div(lax.add(x, x), lax.sub(_c(x, 1), x))))
+    """Element-wise inverse hyperbolic tangent (``numpy.arctanh``, lax.atanh): ±inf at
+    ±1, NaN outside [-1, 1] for real input."""
+    return lax.atanh(_inexact_operand("arctanh", x))
 
 
 asin, acos, atan, asinh, acosh, atanh = arcsin, arccos, arctan, arcsinh, arccosh, arctanh
@@ -643,25 +556,10 @@ def copysign(x1, x2, /):
 
 
 def nextafter(x1, x2, /):
-    """The next representable float after ``x1`` toward ``x2`` (``numpy.nextafter``),
-    computed on the bit pattern."""
+    """The next representable float after ``x1`` toward ``x2`` (``numpy.nextafter``,
+    lax.nextafter)."""
     a, b = _full_broadcast(*_real_inexact_args("nextafter", x1, x2))
-    if _lax_prim("nextafter") is not None:
-        return lax.nextafter(a, b)
-    dt = _dt(a)
-    it = np.dtype(f"i{dt.itemsize}")
-    ia = _int_view(a)
-    one = lax.full((), 1, it)
-    # Moving away from zero makes the integer view of the magnitude grow.
-    away = lax.eq(lax.gt(b, a), lax.gt(a, _c(a, 0)))
-    stepped = lax.bitcast_convert_type(lax.select(away, lax.add(ia, one), lax.sub(ia, one)),
-                                       dt)
-    tiny = lax.bitcast_convert_type(lax.full((), 1, it), dt)
-    from_zero = _select(lax.lt(b, a), lax.neg(tiny), tiny)
-    out = lax.select(lax.eq(a, _c(a, 0)), from_zero, stepped)
-    out = lax.select(lax.eq(a, b), b, out)
-    nan = lax.bitwise_or(lax.ne(a, a), lax.ne(b, b))
-    return _select(nan, _c(a, np.nan), out)
+    return lax.nextafter(a, b)
 
 
 def spacing(x, /):
@@ -885,44 +783,13 @@ def sinc(x, /):
     return lax.select(small, poly, lax.div(lax.sin(safe), safe))
 
 
-def _i0_real(x):
-    dt = _dt(x)
-    wide = dt == np.float64
-    cut, n_series, n_asym = (40.0, 95, 26) if wide else (20.0, 45, 12)
-    ax = lax.abs(x)
-    xs = lax.min(ax, _c(x, cut))
-    y = lax.mul(lax.mul(xs, xs), _c(x, 0.25))
-    # sum_k (x^2/4)^k / (k!)^2 nested as 1 + y/1 (1 + y/4 (1 + y/9 (...))): all terms
-    # positive, no cancellation and no underflowing coefficients.
-    s = lax.full_like(x, 1)
-    for k in range(n_series, 0, -1):
-        s = lax.add(_c(x, 1), lax.mul(s, lax.mul(y, _c(x, 1.0 / (k * k)))))
-    # Large |x|: e^x / sqrt(2 pi x) * sum_k ((2k-1)!!)^2 / (k! (8x)^k).
-    xb = lax.max(ax, _c(x, cut))
-    inv = lax.div(_c(x, 1), xb)
-    coefs = [1.0]
-    for k in range(1, n_asym):
-        coefs.append(coefs[-1] * (2 * k - 1) ** 2 / (8.0 * k))
-    t = _c(x, coefs[-1])
-    for c in reversed(coefs[:-1]):
-        t = lax.add(lax.mul(t, inv), _c(x, c))
-    half = lax.exp(lax.mul(xb, _c(x, 0.5)))
-    big = lax.mul(half, lax.mul(half, lax.div(t, lax.sqrt(lax.mul(xb, _c(x, 2 * np.pi))))))
-    return lax.select(lax.gt(ax, _c(x, cut)), big, s)
-
-
 def i0(x):
-    """The modified Bessel function of the first kind, order 0 (``numpy.i0``); real
-    input only (a series for small |x|, the asymptotic expansion for large |x|)."""
+    """The modified Bessel function of the first kind, order 0 (``numpy.i0``): exp(|x|)
+    times lax.bessel_i0e(x); real input only."""
     x = _inexact_operand("i0", x)
     if dtypes.is_complex(_dt(x)):
         raise TypeError("i0 of complex input is not supported")
-    if _lax_prim("bessel_i0e") is not None:
-        return lax.mul(lax.exp(lax.abs(x)), lax.bessel_i0e(x))
-    if _dt(x) == np.float16:
-        return lax.convert_element_type(_i0_real(lax.convert_element_type(x, np.float32)),
-                                        np.float16)
-    return _i0_real(x)
+    return lax.mul(lax.exp(lax.abs(x)), lax.bessel_i0e(x))
 
 
 def angle(z, deg=False):
