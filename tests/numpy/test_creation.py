@@ -107,3 +107,17 @@ def test_creation_vmap_and_jit(rng):
     check_vmap(lambda s, e: tnp.logspace(s, e, 4), (v[:, 0], v[:, 1]))
     check_jit(lambda s: (tnp.geomspace(s, 8.0, 4), tnp.tri(3, 4, 1), tnp.kaiser(5, s)),
               (np.array(1.5),), rtol=1e-14, atol=1e-15)
+
+
+def test_32_bit_mode_results(x32):
+    x = np.linspace(-1, 1, 12).astype(np.float32).reshape(3, 4)
+    xi = np.arange(12, dtype=np.int32).reshape(3, 4)
+    outs = [tnp.tri(3), tnp.diag(x), tnp.cumsum(xi), tnp.argsort(x), tnp.median(x),
+            tnp.unique(xi, return_counts=True)[1], tnp.bincount(xi.ravel()),
+            tnp.histogram(x)[0], tnp.frexp(x)[1], tnp.unravel_index(xi, (3, 4))[0],
+            tnp.geomspace(1.0, 8.0, 4), tnp.kaiser(5, 2.0), tnp.indices((2, 3)),
+            tnp.searchsorted(x[0], x[1]), tnp.einsum("ij,kj", x, x)]
+    for o in outs:
+        assert not np.asarray(o).dtype.name.endswith("64"), np.asarray(o).dtype
+    assert_matches(tnp.cumsum(xi, axis=1), np.cumsum(xi, axis=1).astype(np.int32))
+    assert_matches(tnp.median(x, axis=0), np.median(x, axis=0).astype(np.float32))
