@@ -2,7 +2,8 @@
 dialect): the inverse trigonometric and hyperbolic functions, sinh/cosh, the log-gamma
 family (lgamma, digamma, polygamma, Hurwitz zeta), erfc, erf_inv, the exponentially
 scaled Bessel functions i0e/i1e, next_after, the is_inf predicates, the regularized
-incomplete gamma functions (igamma, igammac, igamma_grad_a; not CHLO ops), and the
+incomplete gamma and beta functions (igamma, igammac, igamma_grad_a, betainc; not CHLO
+ops), and the
 ``broadcast_*`` binary forms (NumPy-style broadcasting in front of the lax op).
 
 tan, square, conj, erf and logistic live in ``lax/elementwise.py``.
@@ -30,6 +31,7 @@ bessel_i0e      2
 bessel_i1e      2
 igamma          14 (P >= 1e-3)               far tails: ~|log P| ulp (the conditioning)
 igammac         25 (Q >= 1e-3)               SciPy: 24 and 138 in the same region
+betainc         rel. 1e-13 (a, b <= 500)     the log-formed prefactor's rounding
 ==============  ===========================  ===========================================
 
 float32: at most 0.5 ulp plus the final rounding (the float64 computation is far more
@@ -278,6 +280,43 @@ igammac_p = standard_naryop("igammac", _kernel_impl("igammac"), _float)
 defjvp(igammac_p, lambda g, a, x: ew.neg(ew.mul(g, igamma_grad_a(a, x))),
        lambda g, a, x: ew.neg(ew.mul(g, _igamma_density(a, x))))
 igamma_grad_a_p = standard_naryop("igamma_grad_a", _kernel_impl("igamma_grad_a"), _float)
+
+
+# ================================ incomplete beta =====================================
+
+def betainc(a, b, x):
+    """Element-wise regularized incomplete beta function I_x(a, b) = B(x; a, b) / B(a, b)
+    (``jax.lax.betainc``, SciPy's ``betainc``). Floating operands of one dtype (rank-0
+    operands broadcast). NaN for a < 0, b < 0, x outside [0, 1] or a == b == 0; 1 for
+    a == 0, 0 for b == 0 (SciPy). Differentiable in x only (as JAX): d/dx =
+    x^(a-1) (1-x)^(b-1) / B(a, b).
+
+    Accuracy (float64): relative error about 2**-53 times |a log x| + |b log(1-x)| +
+    |log B(a, b)| (the prefactor is formed in logs): 1e-14 for a, b <= 5, 1e-13 for
+    a, b ~ 50-500 (SciPy's betainc is off by 0.3% at a = 400, b = 29, x = 0.158)."""
+    return _bind_ternary(regularized_incomplete_beta_p, a, b, x)
+
+
+def _bind_ternary(p, a, b, x):
+    a, b, x = promote_weak_scalars(p.name, a, b, x)
+    return p.bind(a, b, x)
+
+
+def _betainc_grad_ab(g, a, b, x):
+    raise ValueError("betainc: the gradient with respect to a and b is not supported (as "
+                     "in JAX); differentiate with respect to x only")
+
+
+def _betainc_grad_x(g, a, b, x):
+    log_b = ew.sub(ew.add(lgamma(a), lgamma(b)), lgamma(ew.add(a, b)))
+    log_d = ew.sub(ew.add(ew.mul(ew.sub(a, _one(a)), ew.log(x)),
+                          ew.mul(ew.sub(b, _one(b)), ew.log1p(ew.neg(x)))), log_b)
+    return ew.mul(g, ew.exp(log_d))
+
+
+regularized_incomplete_beta_p = standard_naryop("regularized_incomplete_beta",
+                                                _kernel_impl("betainc"), _float, nargs=3)
+defjvp(regularized_incomplete_beta_p, _betainc_grad_ab, _betainc_grad_ab, _betainc_grad_x)
 
 
 # ======================================= erf family ===================================

@@ -41,7 +41,8 @@ for _p, _name in [(sp.lgamma_p, "lgamma"), (sp.digamma_p, "digamma"),
                   (sp.erfcx_p, "erfcx"), (sp.erf_inv_p, "erf_inv"),
                   (sp.erfc_inv_p, "erfc_inv"), (sp.bessel_i0e_p, "bessel_i0e"),
                   (sp.bessel_i1e_p, "bessel_i1e"), (sp.igamma_p, "igamma"),
-                  (sp.igammac_p, "igammac"), (sp.igamma_grad_a_p, "igamma_grad_a")]:
+                  (sp.igammac_p, "igammac"), (sp.igamma_grad_a_p, "igamma_grad_a"),
+                  (sp.regularized_incomplete_beta_p, "betainc")]:
     scalar_exprs[_p] = _kernel_rule(_name)
 
 

@@ -141,6 +141,14 @@ def test_tails_beyond_scipy():
            np.array([-387.47016745881734, -116.1313848457117, -35.01343715991455]), 2e-16)
 
 
+def test_betainc():
+    a, b, x = RNG.uniform(0.1, 10, 100), RNG.uniform(0.1, 10, 100), RNG.uniform(0, 1, 100)
+    _close(tss.betainc(a, b, x), sps.betainc(a, b, x), 1e-13)
+    assert tss.betainc(1, 2, 0.5).dtype == np.float64       # ints promote
+    check_grads(lambda x: tss.betainc(2.0, 3.0, x), (RNG.uniform(0.1, 0.9, 3),), order=1,
+                modes=("fwd", "rev"))
+
+
 def test_multigammaln_and_bernoulli():
     _close(tss.multigammaln(np.array([3.5, 10.0]), 3), sps.multigammaln(np.array([3.5, 10.0]), 3),
            1e-14)

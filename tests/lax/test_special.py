@@ -23,7 +23,7 @@ from lax import special_kernels as K
 from tracer.test_util import check_grads, check_jit, check_vmap
 
 sys.path.insert(0, os.path.dirname(__file__))
-from special_reference_values import BINARY, UNARY  # noqa: E402
+from special_reference_values import BINARY, TERNARY, UNARY  # noqa: E402
 
 RNG = np.random.default_rng(1234)
 
@@ -185,6 +185,34 @@ def test_igamma_derivatives():
     assert float(lax.random_gamma_grad(aa, xx)) == pytest.approx(fd, rel=1e-6)
     with pytest.raises(NotImplementedError, match="igamma_grad_a"):
         tracer.grad(lambda a: lax.igamma_grad_a(a, 1.0))(2.0)
+
+
+def test_betainc():
+    rows = TERNARY["betainc"]
+    a, b, x, ref = (np.array(c) for c in zip(*rows))
+    got = _run(lax.betainc, a, b, x)
+    np.testing.assert_allclose(got, ref, rtol=3e-13)   # (SciPy: 3e-3 at rows[0])
+    a, b, x = RNG.uniform(0.05, 20, 500), RNG.uniform(0.05, 20, 500), RNG.uniform(0, 1, 500)
+    np.testing.assert_allclose(_run(lax.betainc, a, b, x), sps.betainc(a, b, x), rtol=2e-13,
+                               atol=1e-300)
+    got32 = _run(lax.betainc, *(v.astype(np.float32) for v in (a, b, x)))
+    ref32 = sps.betainc(*(v.astype(np.float32).astype(np.float64) for v in (a, b, x)))
+    ok = ref32 > 1e-30
+    assert ulp_error(got32[ok], ref32[ok], np.float32).max() <= 1.0
+    # special values (SciPy's)
+    sa = np.array([0.0, 1.0, 0.0, 2.0, -1.0, 2.0, 2.0, 2.0, INF, 1.0, NAN])
+    sb = np.array([1.0, 0.0, 0.0, 3.0, 1.0, 3.0, 3.0, 3.0, 1.0, INF, 1.0])
+    sx = np.array([0.5, 0.5, 0.5, 0.0, 0.5, 1.0, 1.5, -0.1, 0.5, 0.5, 0.5])
+    np.testing.assert_array_equal(_run(lax.betainc, sa, sb, sx),
+                                  [1.0, 0.0, NAN, 0.0, NAN, 1.0, NAN, NAN, 0.0, 1.0, NAN])
+    # derivative in x; none in a, b (as JAX)
+    xa, xb, xx = RNG.uniform(0.5, 5, 3), RNG.uniform(0.5, 5, 3), RNG.uniform(0.1, 0.9, 3)
+    check_grads(lambda x: lax.betainc(xa, xb, x), (xx,), order=2, modes=("fwd", "rev"))
+    with pytest.raises(ValueError, match="betainc"):
+        tracer.grad(lambda a: lax.betainc(a, 2.0, 0.5))(1.5)
+    check_vmap(lax.betainc, (xa, xb, RNG.uniform(0.1, 0.9, (4, 3))), in_axes=(None, None, 0))
+    check_jit(lax.betainc, (a, b, x))
+    check_jit(lax.betainc, (sa, sb, sx))
 
 
 # ====================================== hard points =====================================

@@ -32,7 +32,7 @@ from tracer.nn import softmax as _nn_softmax
 from tracer.numpy.util import as_operand, promote_args_inexact
 
 __all__ = [
-    "bernoulli", "beta", "betaln", "boxcox", "boxcox1p", "comb", "digamma", "entr", "erf",
+    "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "digamma", "entr", "erf",
     "erfc", "erfcinv", "erfcx", "erfinv", "expit", "factorial", "gamma", "gammainc",
     "gammaincc", "gammaln",
     "gammasgn", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma",
@@ -195,6 +195,13 @@ def gammaincc(a, x):
     where it is small (``scipy.special.gammaincc``)."""
     a, x = _args("gammaincc", a, x)
     return lax.igammac(a, x)
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function I_x(a, b) (``scipy.special.betainc``):
+    NaN outside a, b >= 0, 0 <= x <= 1. Differentiable in x only (as JAX)."""
+    a, b, x = _args("betainc", a, b, x)
+    return lax.betainc(a, b, x)
 
 
 def digamma(x):
