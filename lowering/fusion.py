@@ -48,17 +48,17 @@ def _eqn_text(eqn, namer) -> str:
 # ----------------------------------- classification --------------------------------------
 
 def _probe(eqn):
-    """Kind of ``eqn`` for these operands, and a rough per-element cost."""
+    """Kind of ``eqn`` for these operands ("scalar", "remap", "reduction", "structured" or
+    "host": the first registry whose rule accepts them) and a rough per-element cost."""
     prim = eqn.primitive
-    kind = rule_kind(prim)
     if any(not isinstance(v.aval, ShapedArray) for v in list(eqn.outvars) + [
             a for a in eqn.invars if isinstance(a, Var)]):
         return "host", 0
-    if kind in ("scalar", "remap"):
-        in_avals = [a.aval for a in eqn.invars]
-        out_avals = [v.aval for v in eqn.outvars]
-        if len(out_avals) != 1:
-            return "host", 0
+    in_avals = [a.aval for a in eqn.invars]
+    out_avals = [v.aval for v in eqn.outvars]
+    for kind, registry in (("scalar", scalar_exprs), ("remap", remap_rules)):
+        if prim not in registry or len(out_avals) != 1:
+            continue
         ctx = ExprContext(in_avals, out_avals, "", lambda v, label: IParam(99, label))
         try:
             if kind == "scalar":
@@ -70,17 +70,17 @@ def _probe(eqn):
                 idx = tuple(LoopIndex(d) for d in range(len(out_avals[0].shape)))
                 e = remap_rules[prim](ctx, idx, *ops, **eqn.params)
         except NotLowerable:
-            return "host", 0
+            continue
         except Exception:
             if STRICT:
                 raise
-            return "host", 0
+            continue
         cost = sum(CALL_COST if isinstance(n, ir.Call) else 1 for n in ir.walk(e)
                    if isinstance(n, (ir.Op, ir.Call)) and n.dtype != INDEX)
         return kind, cost
-    if kind == "reduction":
+    if prim in reduction_rules:
         return "reduction", 0
-    if kind == "structured":
+    if prim in lowering_rules:
         return "structured", 0
     return "host", 0
 
@@ -487,7 +487,7 @@ class _Fuser(StructuredContext):
         out_avals = [v.aval for v in eqn.outvars]
         ctx = ExprContext(in_avals, out_avals, self.origin[eqn.outvars[0]], kb.new_iparam)
         out_rank = len(out_avals[0].shape)
-        if rule_kind(prim) == "scalar":
+        if self.kind[id(eqn)] == "scalar":
             args = [self._value(kb, a, idx if len(a.aval.shape) == out_rank else (), memo)
                     for a in eqn.invars]
             e = _apply_scalar(prim, ctx, args, eqn.params)

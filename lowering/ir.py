@@ -289,7 +289,7 @@ class Reduction:
     combine: tuple
     acc_dtypes: tuple
     finals: tuple
-    origin: str = ""
+    origin: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

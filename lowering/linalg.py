@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from lax import linalg as la
-from lowering.rules import lowering_rules
+from lowering.rules import NotLowerable, lowering_rules, remap_rules
 from tracer import dtypes
 
 
@@ -96,5 +96,38 @@ def _dot_general_lower(ctx, in_avals, out_avals, lhs, rhs, *, dimension_numbers,
                             preferred_element_type=preferred_element_type)
 
 
+def _dot_general_outer(ctx, idx, lhs, rhs, *, dimension_numbers, precision,
+                       preferred_element_type):
+    """Without contraction (every contracting dim of size 1: outer products, per-example
+    gradients) dot_general is element-wise, out[b, i, j] = lhs[b, i] * rhs[b, j], and
+    fuses with its producers and consumers instead of calling BLAS per batch member."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    if any(lhs.aval.shape[d] != 1 for d in lc):
+        raise NotLowerable("a real contraction: BLAS")
+    out_dt = np.dtype(ctx.out_avals[0].dtype)
+    in_dt = np.dtype(lhs.aval.dtype)
+    lfree = [i for i in range(lhs.aval.ndim) if i not in lc and i not in lb]
+    rfree = [i for i in range(rhs.aval.ndim) if i not in rc and i not in rb]
+    nb = len(lb)
+    li = [None] * lhs.aval.ndim
+    ri = [None] * rhs.aval.ndim
+    for k, (a, b) in enumerate(zip(lb, rb)):
+        li[a] = idx[k]
+        ri[b] = idx[k]
+    for k, a in enumerate(lfree):
+        li[a] = idx[nb + k]
+    for k, b in enumerate(rfree):
+        ri[b] = idx[nb + len(lfree) + k]
+    for a, b in zip(lc, rc):
+        li[a] = ctx.index(0)
+        ri[b] = ctx.index(0)
+    x, y = lhs.read(tuple(li)), rhs.read(tuple(ri))
+    if in_dt == np.bool_:
+        return ctx.cast(ctx.op("and", x, y), out_dt)
+    compute = out_dt if dtypes.promote_types(in_dt, out_dt) == out_dt else in_dt
+    return ctx.cast(ctx.op("mul", ctx.cast(x, compute), ctx.cast(y, compute)), out_dt)
+
+
 lowering_rules[la.dot_general_p] = _dot_general_lower
+remap_rules[la.dot_general_p] = _dot_general_outer
 la_mod = la
