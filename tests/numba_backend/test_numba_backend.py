@@ -1,0 +1,199 @@
+"""The Numba backend's pieces: scalar helpers against NumPy (float16 conversions over all
+bit patterns), vectorizable math against NumPy and float64 references, the source inliner,
+generated-source goldens, and the kernel cache's robustness."""
+import os
+
+import numba
+import numpy as np
+import pytest
+
+import tracer
+import tracer.numpy as tnp
+from lowering import pipeline
+from numba_backend import cache, codegen, inliner, scalar, vecmath
+
+
+# ------------------------------------------- float16 ---------------------------------------
+
+@numba.njit(cache=False)
+def _f16_roundtrip(bits, doubles, out_f32, out_bits):
+    for i in range(bits.shape[0]):
+        out_f32[i] = scalar.f16_to_f32(bits[i])
+    for i in range(doubles.shape[0]):
+        out_bits[i] = scalar.f16_bits(doubles[i])
+
+
+def test_float16_conversions_match_numpy():
+    bits = np.arange(65536, dtype=np.uint16)
+    rng = np.random.default_rng(0)
+    h = bits.view(np.float16).astype(np.float64)
+    h = h[np.isfinite(h)]
+    mids = (np.sort(h)[1:] + np.sort(h)[:-1]) / 2          # exact ties: round to even
+    doubles = np.concatenate([
+        h, mids, np.nextafter(mids, np.inf), np.nextafter(mids, -np.inf),
+        rng.normal(size=20000) * 10.0 ** rng.uniform(-9, 6, 20000),
+        [65504.0, 65519.99, 65520.0, 1e6, -1e6, np.inf, -np.inf, np.nan, -np.nan, 0.0,
+         -0.0, 2.0 ** -24, 2.0 ** -25, 2.0 ** -25 * 1.0000001, 1e-300]])
+    out_f32 = np.empty(bits.shape, np.float32)
+    out_bits = np.empty(doubles.shape, np.uint16)
+    _f16_roundtrip(bits, doubles, out_f32, out_bits)
+    ref = bits.view(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(out_f32.view(np.uint32)[~np.isnan(ref)],
+                                  ref.view(np.uint32)[~np.isnan(ref)])
+    assert np.isnan(out_f32[np.isnan(ref)]).all()
+    with np.errstate(over="ignore"):
+        ref_bits = doubles.astype(np.float16).view(np.uint16)
+    nan = np.isnan(doubles)
+    np.testing.assert_array_equal(out_bits[~nan], ref_bits[~nan])
+    assert np.isnan(out_bits[nan].view(np.float16)).all()
+
+
+# ------------------------------------------- vecmath ---------------------------------------
+
+@numba.njit(cache=False, error_model="numpy")
+def _vm32(x, out):
+    for i in range(x.shape[0]):
+        out[0, i] = vecmath.exp_f32(x[i])
+        out[1, i] = vecmath.log_f32(x[i])
+        out[2, i] = vecmath.sin_f32(x[i])
+        out[3, i] = vecmath.cos_f32(x[i])
+
+
+@numba.njit(cache=False, error_model="numpy")
+def _vm64(x, out):
+    for i in range(x.shape[0]):
+        out[i] = vecmath.exp_f64(x[i])
+
+
+def _ulps(got, want, dtype):
+    got, want = got.astype(np.float64), want.astype(np.float64)
+    both_nan = np.isnan(got) & np.isnan(want)
+    same = (got == want) | both_nan
+    spacing = np.spacing(np.abs(want).astype(dtype)).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        d = np.where(same, 0.0, np.abs(got - want) / spacing)
+    return np.nan_to_num(d, nan=np.inf)
+
+
+def test_float32_vecmath_within_an_ulp_of_the_correctly_rounded_result():
+    rng = np.random.default_rng(1)
+    x = np.concatenate([
+        rng.normal(size=50000) * 10,
+        np.sign(rng.normal(size=50000)) * 10.0 ** rng.uniform(-40, 38.5, 50000),
+        [0.0, -0.0, 1e-45, -1e-45, np.inf, -np.inf, np.nan, 88.72, 88.73, -103.9, -104.0,
+         -87.4, 1.5707964, 3.1415927, 1e30, 3.4e38, 2.0 ** 19, 12345.678]]).astype(np.float32)
+    out = np.empty((4, x.size), np.float32)
+    _vm32(x, out)
+    x64 = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        refs = [np.exp(x64), np.log(x64), np.sin(x64), np.cos(x64)]
+        nps = [np.exp(x), np.log(x), np.sin(x), np.cos(x)]
+    for name, got, ref, npv in zip(["exp", "log", "sin", "cos"], out, refs, nps):
+        with np.errstate(over="ignore"):
+            exact = ref.astype(np.float32)
+        assert _ulps(got, exact, np.float32).max() <= 1, name
+        assert _ulps(got, npv, np.float32).max() <= 3, name
+
+
+def test_float64_exp_within_an_ulp():
+    rng = np.random.default_rng(2)
+    x = np.concatenate([rng.normal(size=50000) * 100,
+                        [-745.2, -745.1, -744.5, -708.5, 709.7, 709.8, 0.0, -0.0, np.inf,
+                         -np.inf, np.nan, 1e-300]])
+    out = np.empty_like(x)
+    _vm64(x, out)
+    with np.errstate(all="ignore"):
+        ref = np.exp(x)
+    assert _ulps(out, ref, np.float64).max() <= 2
+
+
+# ------------------------------------------- inliner ---------------------------------------
+
+def test_inliner_expands_nested_calls_with_renamed_locals():
+    imports = set()
+    lines = inliner.expand(vecmath.sin_f32, ["x0"], "out", "t_", imports)
+    code = "\n".join(lines)
+    assert "out = " in lines[-1] and "t_x = x0" in lines[0]
+    assert "_reduce_pio2" not in code and "_sin_poly" not in code     # expanded
+    assert any(name == "_F_TABLE" for _, name, _ in imports)
+    # the expansion is valid Python computing the same value
+    env = {"np": np, "g_numba_backend_vecmath__F_TABLE": vecmath._F_TABLE}
+    exec(code.replace("x0", "np.float32(1.25)"), env)
+    assert env["out"] == np.float32(np.sin(np.float64(np.float32(1.25))))
+
+
+def test_inliner_rejects_control_flow():
+    def bad(x):
+        if x > 0:
+            x = -x
+        return x
+    inliner.inline_source(bad)
+    with pytest.raises(ValueError, match="only assignments"):
+        inliner.expand(bad, ["1.0"], "r", "p_", set())
+
+
+# ------------------------------------- generated source ------------------------------------
+
+GOLDEN = '''def kernel(in0, in1, out0, ip, fp):
+    n0 = ip[0]
+    n1 = ip[1]
+    f0 = np.float32(fp[0])
+    for i0 in range(n0):
+        t2 = in1[i0]
+        for i1 in range(n1):
+            t0 = in0[i0, i1]
+            # c:f32[2,3] = mul a 3.0:f32[]
+            t1 = np.float32(t0 * f0)
+            # g:f32[2,3] = add c f
+            t3 = np.float32(t1 + t2)
+            out0[i0, i1] = t3
+    return 0'''
+
+
+def test_generated_source_golden():
+    f = lambda x, v: x * 3.0 + v[:, None]
+    x = np.ones((2, 3), np.float32)
+    v = np.ones(2, np.float32)
+    prog = pipeline.lower(tracer.make_jaxpr(f)(x, v))
+    (k,) = prog.kernels()
+    src = codegen.generate(k)
+    serial = src.text.split("\n\n\n")[1]
+    assert serial == GOLDEN, serial
+    assert src.key == codegen.source_key(src.text)
+
+
+def test_int_helpers_are_plain_python_too():
+    assert scalar.idiv_s(np.int64(-7), np.int64(2)) == -3
+    assert scalar.irem_s(np.int64(-7), np.int64(2)) == -1
+    assert scalar.idiv_s(np.int64(5), np.int64(0)) == -1
+    assert scalar.shr_a(np.int64(-8), np.int64(70), 8) == -1
+    assert scalar.clz(np.uint64(1), 32) == 31 and scalar.popcount(np.uint64(255)) == 8
+
+
+# ------------------------------------------- cache ------------------------------------------
+
+def test_cache_rewrites_a_damaged_source_and_survives_an_unwritable_dir(tmp_path, monkeypatch):
+    monkeypatch.setitem(tracer.config._values, "cache_dir", str(tmp_path))
+    cache.clear_memory_cache()
+    f = tracer.jit(lambda x: tnp.cos(x) * 0.25 + 1.0)
+    x = np.linspace(0, 1, 5)
+    want = np.cos(x) * 0.25 + 1.0
+    np.testing.assert_allclose(np.asarray(f(x)), want)
+    (path,) = (tmp_path / "kernels").glob("k_*.py")
+    path.write_text("this is not python")
+    cache.clear_memory_cache()
+    tracer._jit_backend._executables.clear()
+    np.testing.assert_allclose(np.asarray(tracer.jit(lambda x: tnp.cos(x) * 0.25 + 1.0)(x)),
+                               want)
+    assert "def kernel" in path.read_text()
+    if os.geteuid() != 0:           # root can write anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        monkeypatch.setitem(tracer.config._values, "cache_dir", str(ro))
+        cache.clear_memory_cache()
+        tracer._jit_backend._executables.clear()
+        np.testing.assert_allclose(np.asarray(tracer.jit(lambda x: tnp.cos(x) * 0.25 + 1.0)(x)),
+                                   want)
+    cache.clear_memory_cache()
+    tracer._jit_backend._executables.clear()
