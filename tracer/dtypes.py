@@ -253,7 +253,7 @@ def dtype_and_weak_type(x):
     aval = getattr(x, "aval", None)
     if aval is not None:
         return aval.dtype, aval.weak_type
-    if hasattr(x, "dtype"):
+    if hasattr(x, "dtype") and not isinstance(x, type):  # np.float32 (a type) has .dtype too
         return np.dtype(x.dtype), False
     try:
         return np.dtype(x), False

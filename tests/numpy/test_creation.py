@@ -121,3 +121,16 @@ def test_32_bit_mode_results(x32):
         assert not np.asarray(o).dtype.name.endswith("64"), np.asarray(o).dtype
     assert_matches(tnp.cumsum(xi, axis=1), np.cumsum(xi, axis=1).astype(np.int32))
     assert_matches(tnp.median(x, axis=0), np.median(x, axis=0).astype(np.float32))
+
+
+def test_empty_and_full_like():
+    assert_matches(tnp.empty((2, 3)), np.zeros((2, 3)))
+    assert_matches(tnp.empty_like(np.ones(3, np.int8)), np.zeros(3, np.int8))
+    assert_matches(tnp.full_like(np.ones((2, 2)), 7, dtype=np.int32), np.full((2, 2), 7, np.int32))
+    assert_matches(tnp.full_like(np.ones(3), np.arange(3.0)), np.arange(3.0))
+    old = tnp.get_printoptions()["precision"]
+    try:
+        tnp.set_printoptions(precision=3)
+        assert str(tnp.array([1.23456])) == "[1.235]"
+    finally:
+        tnp.set_printoptions(precision=old)

@@ -198,3 +198,40 @@ def test_repeat_with_traced_repeats(rng):
     with pytest.raises(ConcretizationTypeError, match="total_repeat_length"):
         tracer.jit(lambda x, r: tnp.repeat(x, r, axis=1))(x, r)
     check_grads(lambda x: tnp.repeat(x, r, axis=1, total_repeat_length=4), (x,), order=1)
+
+
+BASICS = [
+    ("atleast_1d", (3.0,)), ("atleast_2d", (np.arange(3.0),)), ("atleast_3d", (X[0],)),
+    ("broadcast_arrays", (np.ones((2, 1)), np.arange(3.0))), ("dstack", ((X[0], X[1]),)),
+    ("hstack", ((np.arange(2.0), np.arange(3.0)),)), ("vstack", ((np.arange(3.0), X[0, 0, :3]),)),
+    ("fliplr", (X[0],)), ("flipud", (X[0],)), ("transpose", (X,)), ("transpose", (X, (1, 2, 0))),
+    ("dot", (X, np.arange(4.0))), ("dot", (X[0], X[1].T)), ("dot", (2.0, X[0])),
+    ("inner", (X[0], X[1])), ("vdot", (X[0] + 1j, X[1])), ("matmul", (X, X[0].T)),
+    ("matmul", (np.arange(4.0), X[0].T)), ("outer", (np.arange(3.0), np.arange(2.0))),
+    ("tensordot", (X, X, ([1, 2], [1, 2]))), ("concatenate", ((X, X), None)),
+    ("stack", ((X[0], X[1]), -1)), ("ravel", (X,)), ("reshape", (X, (4, -1))),
+]
+
+
+@pytest.mark.parametrize("name,args", BASICS, ids=[c[0] for c in BASICS])
+def test_basics_against_numpy(name, args):
+    want = getattr(np, name)(*args)
+    got = getattr(tnp, name)(*args)
+    if isinstance(want, (list, tuple)):
+        _list_match(got, want)
+    else:
+        assert_matches(got, want)
+
+
+def test_shape_queries():
+    x = np.ones((2, 3))
+    assert tnp.shape(x) == (2, 3) and tnp.ndim(x) == 2 and tnp.size(x) == 6
+    assert tnp.size(x, 1) == 3 and tnp.shape(tnp.asarray(x)) == (2, 3)
+    assert tnp.broadcast_shapes((2, 1), (3,)) == (2, 3)
+    assert tnp.isscalar(1.0) and tnp.isscalar(tnp.asarray(1.0)) and not tnp.isscalar(x)
+    assert tnp.iscomplexobj(np.ones(2, np.complex64)) and tnp.isrealobj(x)
+    assert tnp.promote_types(np.int8, np.uint8) == np.int16
+    assert tnp.result_type(np.float32, 2.0) == np.float32
+    assert tnp.can_cast(np.int8, np.int32) and not tnp.can_cast(np.float64, np.int8)
+    with pytest.raises(ValueError, match="broadcast"):
+        tnp.broadcast_shapes((2,), (3,))

@@ -321,3 +321,34 @@ def test_sinc_derivatives_at_zero():
     assert float(tracer.grad(tnp.sinc)(0.0)) == 0.0
     assert float(tracer.grad(tracer.grad(tnp.sinc))(0.0)) == pytest.approx(-np.pi ** 2 / 3,
                                                                            rel=1e-12)
+
+
+ALIASES = [("absolute", "abs"), ("acos", "arccos"), ("acosh", "arccosh"), ("asin", "arcsin"),
+           ("asinh", "arcsinh"), ("atan", "arctan"), ("atanh", "arctanh"),
+           ("conjugate", "conj"), ("fabs", "fabs"), ("around", "round"),
+           ("bitwise_not", "invert"), ("bitwise_invert", "invert")]
+
+
+@pytest.mark.parametrize("name,np_name", ALIASES)
+def test_unary_aliases(name, np_name, rng):
+    x = rand(rng, (2, 3), F64, (1.1, 1.9)) if "h" in name and "acosh" in name else \
+        rand(rng, (2, 3), F64, (-0.9, 0.9))
+    if "bitwise" in name:
+        x = rand(rng, (2, 3), I32)
+    assert_matches(getattr(tnp, name)(x), getattr(np, np_name)(x))
+
+
+@pytest.mark.parametrize("name,np_name", [("atan2", "arctan2"), ("pow", "power"),
+                                          ("bitwise_left_shift", "left_shift"),
+                                          ("bitwise_right_shift", "right_shift")])
+def test_binary_aliases(name, np_name, rng):
+    dt = F64 if name in ("atan2", "pow") else I32
+    x, y = rand(rng, (2, 3), dt, (0.5, 3)), rand(rng, (3,), dt, (1, 3))
+    assert_matches(getattr(tnp, name)(x, y), getattr(np, np_name)(x, y))
+
+
+def test_divmod(rng):
+    for dt in (F64, I32):
+        x, y = rand(rng, (2, 3), dt, (-5, 5)), rand(rng, (2, 3), dt, (1, 4))
+        for g, w in zip(tnp.divmod(x, y), np.divmod(x, y)):
+            assert_matches(g, w)
