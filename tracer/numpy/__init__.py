@@ -104,29 +104,35 @@ def dtype(x):
 
 
 def shape(a):
+    """The shape of ``a`` (``numpy.shape``)."""
     return _np.shape(a) if not hasattr(a, "aval") else a.aval.shape
 
 
 def ndim(a):
+    """The number of dimensions of ``a`` (``numpy.ndim``)."""
     return len(shape(a))
 
 
 def size(a, axis=None):
+    """The number of elements of ``a``, or along ``axis`` (``numpy.size``)."""
     s = shape(a)
     return int(_np.prod(s)) if axis is None else s[axis]
 
 
 def isscalar(element):
+    """True for scalars and 0-d arrays (``numpy.isscalar``, extended to Arrays)."""
     if hasattr(element, "aval"):
         return element.aval.ndim == 0
     return _np.isscalar(element)
 
 
 def iscomplexobj(x):
+    """True if ``x`` has a complex dtype (``numpy.iscomplexobj``)."""
     return _dtypes.is_complex(dtype(x))
 
 
 def can_cast(from_, to, casting="safe"):
+    """Whether ``from_`` casts to ``to`` under ``casting`` (``numpy.can_cast``)."""
     return _np.can_cast(from_, to, casting)
 
 

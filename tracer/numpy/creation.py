@@ -127,12 +127,14 @@ def full(shape, fill_value, dtype=None, *, device=None):
 
 def zeros(shape, dtype=None, *, device=None):
     """Zeros of ``shape`` (default dtype: float64, or float32 without x64)."""
-    return lax.full(_shape_arg(shape, "zeros"), 0, _canon_dtype(dtype) or dtypes.default_float_dtype())
+    return lax.full(_shape_arg(shape, "zeros"), 0,
+                    _canon_dtype(dtype) or dtypes.default_float_dtype())
 
 
 def ones(shape, dtype=None, *, device=None):
     """Ones of ``shape`` (default dtype: the default float)."""
-    return lax.full(_shape_arg(shape, "ones"), 1, _canon_dtype(dtype) or dtypes.default_float_dtype())
+    return lax.full(_shape_arg(shape, "ones"), 1,
+                    _canon_dtype(dtype) or dtypes.default_float_dtype())
 
 
 def empty(shape, dtype=None, *, device=None):
@@ -147,20 +149,25 @@ def _like(a, dtype, shape):
 
 
 def zeros_like(a, dtype=None, shape=None, *, device=None):
+    """Zeros with the shape and dtype of ``a`` (unless given) (``numpy.zeros_like``)."""
     shape, dt = _like(a, dtype, shape)
     return lax.full(shape, 0, dt)
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None):
+    """Ones with the shape and dtype of ``a`` (unless given) (``numpy.ones_like``)."""
     shape, dt = _like(a, dtype, shape)
     return lax.full(shape, 1, dt)
 
 
 def empty_like(a, dtype=None, shape=None, *, device=None):
+    """Like ``zeros_like`` (Arrays are immutable) (``numpy.empty_like``)."""
     return zeros_like(a, dtype, shape)
 
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
+    """``fill_value`` with the shape and dtype of ``a`` (unless given)
+    (``numpy.full_like``)."""
     shape, dt = _like(a, dtype, shape)
     return full(shape, fill_value, dt)
 
@@ -195,7 +202,8 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
     start_a, stop_a = asarray(start), asarray(stop)
     dt = _canon_dtype(dtype) or dtypes.result_type(start_a, stop_a, dtypes.default_float_dtype())
-    calc_dt = dtypes.result_type(dt, dtypes.default_float_dtype()) if not dtypes.is_inexact(dt) else dt
+    calc_dt = dt if dtypes.is_inexact(dt) else \
+        dtypes.result_type(dt, dtypes.default_float_dtype())
     start_a = lax.convert_element_type(start_a, calc_dt)
     stop_a = lax.convert_element_type(stop_a, calc_dt)
     div = (num - 1) if endpoint else num
@@ -233,6 +241,7 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
 
 
 def identity(n, dtype=None):
+    """The n x n identity matrix (``numpy.identity``)."""
     return eye(n, dtype=dtype)
 
 

@@ -46,6 +46,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
 
 
 def ravel(a, order="C"):
+    """The flattened array (``numpy.ravel``; C order)."""
     a = as_operand(a, "ravel")
     return reshape(a, (_aval(a).size,), order)
 
@@ -67,6 +68,7 @@ permute_dims = transpose
 
 
 def matrix_transpose(x):
+    """Swap the last two axes (Array API ``matrix_transpose``, ``x.mT``)."""
     x = as_operand(x)
     nd = _aval(x).ndim
     if nd < 2:
@@ -75,6 +77,7 @@ def matrix_transpose(x):
 
 
 def moveaxis(a, source, destination):
+    """Move the axes ``source`` to the positions ``destination`` (``numpy.moveaxis``)."""
     a = as_operand(a, "moveaxis")
     nd = _aval(a).ndim
     src = canonicalize_axis_tuple(source, nd, "moveaxis")
@@ -89,6 +92,7 @@ def moveaxis(a, source, destination):
 
 
 def swapaxes(a, axis1, axis2):
+    """Exchange two axes (``numpy.swapaxes``)."""
     a = as_operand(a, "swapaxes")
     nd = _aval(a).ndim
     (i,) = canonicalize_axis_tuple(axis1, nd, "swapaxes")
@@ -99,6 +103,8 @@ def swapaxes(a, axis1, axis2):
 
 
 def squeeze(a, axis=None):
+    """Remove size-1 axes (all, or the given ones; ValueError for others)
+    (``numpy.squeeze``)."""
     a = as_operand(a, "squeeze")
     shape = _aval(a).shape
     if axis is None:
@@ -113,6 +119,7 @@ def squeeze(a, axis=None):
 
 
 def expand_dims(a, axis):
+    """Insert size-1 axes at the positions ``axis`` (``numpy.expand_dims``)."""
     a = as_operand(a, "expand_dims")
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     return lax.expand_dims(a, axes)
@@ -134,18 +141,21 @@ def broadcast_to(array, shape):
 
 
 def broadcast_arrays(*args):
+    """The arguments broadcast to their common shape (``numpy.broadcast_arrays``)."""
     args = [as_operand(a) for a in args]
     shape = broadcast_shapes(*[_aval(a).shape for a in args], fname="broadcast_arrays")
     return [broadcast_to_shape(a, shape) for a in args]
 
 
 def atleast_1d(*arys):
+    """Arrays with at least one dimension (``numpy.atleast_1d``)."""
     outs = [as_operand(a) for a in arys]
     outs = [lax.reshape(a, (1,)) if _aval(a).ndim == 0 else a for a in outs]
     return outs[0] if len(outs) == 1 else outs
 
 
 def atleast_2d(*arys):
+    """Arrays with at least two dimensions (``numpy.atleast_2d``)."""
     outs = []
     for a in arys:
         a = as_operand(a)
@@ -155,6 +165,8 @@ def atleast_2d(*arys):
 
 
 def atleast_3d(*arys):
+    """Arrays with at least three dimensions, as NumPy places them
+    (``numpy.atleast_3d``)."""
     outs = []
     for a in arys:
         a = as_operand(a)
@@ -216,19 +228,23 @@ def stack(arrays, axis=0, dtype=None):
 
 
 def vstack(tup, dtype=None):
+    """Stack along axis 0 after ``atleast_2d`` (``numpy.vstack``)."""
     return concatenate([atleast_2d(a) for a in tup], 0, dtype)
 
 
 def hstack(tup, dtype=None):
+    """Stack along axis 1 (axis 0 for 1-D) (``numpy.hstack``)."""
     arrs = [atleast_1d(a) for a in tup]
     return concatenate(arrs, 0 if _aval(arrs[0]).ndim == 1 else 1, dtype)
 
 
 def dstack(tup, dtype=None):
+    """Stack along axis 2 after ``atleast_3d`` (``numpy.dstack``)."""
     return concatenate([atleast_3d(a) for a in tup], 2, dtype)
 
 
 def column_stack(tup):
+    """1-D arrays as columns of a 2-D array (``numpy.column_stack``)."""
     arrs = []
     for a in tup:
         a = as_operand(a)
@@ -330,6 +346,8 @@ def dot(a, b, *, precision=None, preferred_element_type=None):
 
 
 def vdot(a, b, *, precision=None):
+    """The dot product of the flattened arrays, conjugating the first
+    (``numpy.vdot``)."""
     from tracer.numpy.ufuncs import conjugate
     a, b = _dot_dtype_args(a, b, "vdot")
     if dtypes.is_complex(_aval(a).dtype):
@@ -338,6 +356,7 @@ def vdot(a, b, *, precision=None):
 
 
 def inner(a, b):
+    """Sum over the last axes of both (``numpy.inner``)."""
     a, b = _dot_dtype_args(a, b, "inner")
     na, nb = _aval(a).ndim, _aval(b).ndim
     if na == 0 or nb == 0:
@@ -346,6 +365,7 @@ def inner(a, b):
 
 
 def outer(a, b, out=None):
+    """The outer product of the flattened arrays (``numpy.outer``)."""
     a, b = _dot_dtype_args(a, b, "outer")
     a, b = ravel(a), ravel(b)
     return lax.mul(lax.broadcast_in_dim(a, (_aval(a).size, _aval(b).size), (0,)),
@@ -353,6 +373,8 @@ def outer(a, b, out=None):
 
 
 def tensordot(a, b, axes=2, *, precision=None):
+    """Contract ``axes`` (a count, or two axis lists) of a and b with one
+    dot_general (``numpy.tensordot``)."""
     a, b = _dot_dtype_args(a, b, "tensordot")
     na, nb = _aval(a).ndim, _aval(b).ndim
     if isinstance(axes, (int, np.integer)):
@@ -367,6 +389,7 @@ def tensordot(a, b, axes=2, *, precision=None):
 
 
 def vecdot(x1, x2, /, *, axis=-1):
+    """The conjugated dot product along ``axis`` with broadcasting (``numpy.vecdot``)."""
     from tracer.numpy.ufuncs import conjugate, multiply
     from tracer.numpy.reductions import sum as _sum
     x1, x2 = _dot_dtype_args(x1, x2, "vecdot")
@@ -389,20 +412,24 @@ def _repeat_traced(a, repeats, ax, total):
 
 
 def flip(m, axis=None):
+    """Reverse the order of elements along ``axis`` (all axes if None) (``numpy.flip``)."""
     m = as_operand(m)
     axes = canonicalize_axis_tuple(axis, _aval(m).ndim, "flip")
     return lax.rev(m, axes)
 
 
 def fliplr(m):
+    """Reverse axis 1 (``numpy.fliplr``)."""
     return flip(m, 1)
 
 
 def flipud(m):
+    """Reverse axis 0 (``numpy.flipud``)."""
     return flip(m, 0)
 
 
 def tile(A, reps):
+    """Repeat the whole array ``reps`` times per axis (``numpy.tile``)."""
     A = as_operand(A)
     reps = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
     nd = builtins.max(len(reps), _aval(A).ndim)

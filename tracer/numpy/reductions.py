@@ -244,11 +244,13 @@ def argmin(a, axis=None, out=None, keepdims=False):
 
 
 def ptp(a, axis=None, out=None, keepdims=False):
+    """``max - min`` along ``axis`` (``numpy.ptp``)."""
     from tracer.numpy.ufuncs import subtract
     return subtract(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
 
 
 def count_nonzero(a, axis=None, keepdims=False):
+    """The number of nonzero entries along ``axis`` (``numpy.count_nonzero``)."""
     a = as_operand(a)
     nz = lax.ne(a, lax.full_like(a, 0))
     return sum(nz, axis=axis, keepdims=keepdims, dtype=dtypes.default_int_dtype())

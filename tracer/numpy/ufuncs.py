@@ -111,25 +111,30 @@ def _to_bool(x):
 
 
 def logical_and(x1, x2, /):
+    """Element-wise truth of x1 and x2 (``numpy.logical_and``; nonzero is True)."""
     a, b = promote_args("logical_and", _to_bool(x1), _to_bool(x2))
     return lax.bitwise_and(a, b)
 
 
 def logical_or(x1, x2, /):
+    """Element-wise truth of x1 or x2 (``numpy.logical_or``)."""
     a, b = promote_args("logical_or", _to_bool(x1), _to_bool(x2))
     return lax.bitwise_or(a, b)
 
 
 def logical_xor(x1, x2, /):
+    """Element-wise truth of exactly one of x1, x2 (``numpy.logical_xor``)."""
     a, b = promote_args("logical_xor", _to_bool(x1), _to_bool(x2))
     return lax.bitwise_xor(a, b)
 
 
 def logical_not(x, /):
+    """Element-wise truth of not x (``numpy.logical_not``)."""
     return lax.bitwise_not(_to_bool(x))
 
 
 def bitwise_not(x, /):
+    """Bitwise inversion of integers, logical not of bools (``numpy.invert``)."""
     (x,) = promote_dtypes(x)
     return lax.bitwise_not(x)
 
@@ -204,6 +209,7 @@ def fmod(x1, x2, /):
 
 
 def divmod(x1, x2, /):
+    """``(floor_divide(x1, x2), remainder(x1, x2))`` (``numpy.divmod``)."""
     return floor_divide(x1, x2), remainder(x1, x2)
 
 
@@ -228,6 +234,8 @@ pow = power
 
 
 def float_power(x1, x2, /):
+    """``x1 ** x2`` computed in at least float64 (``numpy.float_power``; float32
+    without enable_x64)."""
     a, b = promote_args("float_power", x1, x2)
     f64 = np.dtype(np.float64)
     dt = dtypes.result_type(_dt(a), f64) if dtypes.is_inexact(_dt(a)) else \
@@ -236,6 +244,7 @@ def float_power(x1, x2, /):
 
 
 def negative(x, /):
+    """Element-wise -x (``numpy.negative``); TypeError for bools."""
     (x,) = promote_dtypes(as_operand(x))
     if _dt(x) == np.bool_:
         raise TypeError("negative is not defined for bool arrays; use logical_not")
@@ -243,6 +252,7 @@ def negative(x, /):
 
 
 def positive(x, /):
+    """Element-wise +x, a copy of x (``numpy.positive``)."""
     (x,) = promote_dtypes(as_operand(x))
     return x
 
@@ -260,11 +270,13 @@ abs = absolute
 
 
 def fabs(x, /):
+    """Element-wise |x| as a float (``numpy.fabs``)."""
     (x,) = promote_dtypes_inexact(x)
     return lax.abs(x)
 
 
 def sign(x, /):
+    """Element-wise sign: -1, 0 or 1 (NaN for NaN; x / |x| for complex) (``numpy.sign``)."""
     (x,) = promote_dtypes(as_operand(x))
     if _dt(x) == np.bool_:
         raise TypeError("sign is not defined for bool arrays")
@@ -285,11 +297,13 @@ tanh = _unary(lax.tanh, True, "tanh")
 
 
 def log2(x, /):
+    """Element-wise base-2 logarithm (``numpy.log2``)."""
     (x,) = promote_dtypes_inexact(x)
     return lax.div(lax.log(x), lax.full_like(x, np.log(2)))
 
 
 def log10(x, /):
+    """Element-wise base-10 logarithm (``numpy.log10``)."""
     (x,) = promote_dtypes_inexact(x)
     return lax.div(lax.log(x), lax.full_like(x, np.log(10)))
 
@@ -303,12 +317,14 @@ def square(x, /):
 
 
 def reciprocal(x, /):
+    """Element-wise 1 / x (``numpy.reciprocal``; integer division for integers)."""
     (x,) = promote_dtypes(as_operand(x))
     return lax.integer_pow(x, -1) if dtypes.is_inexact(_dt(x)) else \
         lax.div(lax.full_like(x, 1), x)
 
 
 def floor(x, /):
+    """Element-wise floor (``numpy.floor``; integers unchanged)."""
     (x,) = promote_dtypes(as_operand(x))
     if not dtypes.is_floating(_dt(x)):
         if dtypes.is_complex(_dt(x)):
@@ -318,6 +334,7 @@ def floor(x, /):
 
 
 def ceil(x, /):
+    """Element-wise ceiling (``numpy.ceil``; integers unchanged)."""
     (x,) = promote_dtypes(as_operand(x))
     if not dtypes.is_floating(_dt(x)):
         if dtypes.is_complex(_dt(x)):
@@ -327,6 +344,7 @@ def ceil(x, /):
 
 
 def trunc(x, /):
+    """Element-wise rounding toward zero (``numpy.trunc``; also ``fix``)."""
     (x,) = promote_dtypes(as_operand(x))
     if not dtypes.is_floating(_dt(x)):
         return x
@@ -337,6 +355,7 @@ fix = trunc
 
 
 def rint(x, /):
+    """Element-wise rounding to the nearest integer, ties to even (``numpy.rint``)."""
     (x,) = promote_dtypes_inexact(x)
     if dtypes.is_complex(_dt(x)):
         return lax.complex(lax.round_nearest_even(lax.real(x)),
@@ -367,6 +386,7 @@ around = round
 
 
 def isfinite(x, /):
+    """True where x is neither infinite nor NaN (``numpy.isfinite``)."""
     x = as_operand(x)
     dt = _dt(x)
     if dtypes.is_floating(dt):
@@ -377,6 +397,7 @@ def isfinite(x, /):
 
 
 def isinf(x, /):
+    """True where x is ±inf (either part for complex) (``numpy.isinf``)."""
     x = as_operand(x)
     dt = _dt(x)
     if dtypes.is_floating(dt):
@@ -387,6 +408,7 @@ def isinf(x, /):
 
 
 def isnan(x, /):
+    """True where x is NaN (``numpy.isnan``)."""
     x = as_operand(x)
     if dtypes.is_inexact(_dt(x)):
         return lax.ne(x, x)
@@ -394,28 +416,33 @@ def isnan(x, /):
 
 
 def isposinf(x, /):
+    """True where x is +inf (``numpy.isposinf``)."""
     x = as_operand(x)
     return lax.eq(x, lax.full_like(x, np.inf)) if dtypes.is_floating(_dt(x)) else \
         lax.full_like(x, False, dtypes.bool_)
 
 
 def isneginf(x, /):
+    """True where x is -inf (``numpy.isneginf``)."""
     x = as_operand(x)
     return lax.eq(x, lax.full_like(x, -np.inf)) if dtypes.is_floating(_dt(x)) else \
         lax.full_like(x, False, dtypes.bool_)
 
 
 def real(x, /):
+    """The real part (``numpy.real``; real input unchanged)."""
     x = as_operand(x)
     return lax.real(x) if dtypes.is_complex(_dt(x)) else x
 
 
 def imag(x, /):
+    """The imaginary part (``numpy.imag``; zeros for real input)."""
     x = as_operand(x)
     return lax.imag(x) if dtypes.is_complex(_dt(x)) else lax.full_like(x, 0)
 
 
 def conjugate(x, /):
+    """The complex conjugate (``numpy.conjugate``; real input unchanged)."""
     x = as_operand(x)
     return lax.conj(x) if dtypes.is_complex(_dt(x)) else x
 

@@ -12,6 +12,7 @@ _PY_SCALARS = (bool, int, float, complex)
 
 
 def check_arraylike(fname: str, *args):
+    """TypeError naming ``fname`` unless every argument is array-like."""
     for i, a in enumerate(args):
         if not is_arraylike(a):
             raise TypeError(f"{fname} requires array-like arguments (Array, NumPy array or "
@@ -19,6 +20,8 @@ def check_arraylike(fname: str, *args):
 
 
 def is_arraylike(x) -> bool:
+    """True for Arrays, tracers, NumPy values, Python scalars and objects with
+    ``__array__`` (not strings)."""
     return isinstance(x, (Array, Tracer, np.ndarray, np.generic) + _PY_SCALARS) or \
         hasattr(x, "__array__") and not isinstance(x, (str, bytes))
 
@@ -96,6 +99,7 @@ def broadcast_shapes(*shapes, fname="broadcast_shapes"):
 
 
 def broadcast_to_shape(x, shape):
+    """``x`` broadcast to ``shape`` (NumPy's rules) with one broadcast_in_dim."""
     aval = get_aval(x)
     if aval.shape == tuple(shape):
         return x
@@ -142,6 +146,8 @@ def _same_avals(args):
 
 
 def promote_args(fname, *args):
+    """Promote dtypes (JAX's lattice) and broadcast shapes of NumPy-style
+    arguments; ``fname`` names the caller in errors."""
     if _same_avals(args) is not None:
         return list(args)
     check_arraylike(fname, *args)
@@ -149,6 +155,8 @@ def promote_args(fname, *args):
 
 
 def promote_args_inexact(fname, *args):
+    """Like ``promote_args``, with integers and bools promoted to the
+    default float."""
     av = _same_avals(args)
     if av is not None and dtypes.is_inexact(av.dtype):
         return list(args)
@@ -157,6 +165,8 @@ def promote_args_inexact(fname, *args):
 
 
 def canonicalize_axis_tuple(axis, ndim, fname):
+    """``axis`` (None, int or sequence) as a tuple of non-negative axes;
+    AxisError / ValueError naming ``fname`` when out of range or repeated."""
     if axis is None:
         return tuple(range(ndim))
     if isinstance(axis, (tuple, list)):
