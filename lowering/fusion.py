@@ -159,6 +159,10 @@ class _KernelBuilder:
 
     def finish(self):
         kept = [d for d in range(self.ndim) if d not in self.reduce_dims]
+        rd = self.reduce_dims
+        outer = bool(rd) and rd != tuple(range(self.ndim - len(rd), self.ndim))
+        if outer:   # prange only over a leading kept dim (accumulators indexed by it)
+            kept = [0] if 0 not in rd else []
         k = Kernel(inputs=tuple(KernelArg(np.dtype(a.dtype), len(a.shape))
                                 for a in self.input_avals),
                    outputs=tuple(KernelArg(np.dtype(a.dtype), len(a.shape))

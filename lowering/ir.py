@@ -318,8 +318,21 @@ class Kernel:
     def kept_dims(self):
         return tuple(d for d in range(self.ndim) if d not in self.reduce_dims)
 
+    @property
+    def strategy(self) -> str:
+        """How reductions loop: "inner" when the reduced dims are the trailing ones (kept
+        dims outer, scalar accumulators, one per output element), else "outer" (the
+        operand's own loop order, accumulator arrays of the kept shape updated in the
+        innermost loop: contiguous reads, and a vectorizable loop without reassociation)."""
+        rd = tuple(self.reduce_dims)
+        if not rd or rd == tuple(range(self.ndim - len(rd), self.ndim)):
+            return "inner"
+        return "outer"
+
     def loop_order(self):
-        """Kept dims outer (in order), reduced dims inner (in order)."""
+        """Inner strategy: kept dims outer, reduced dims inner; outer: natural order."""
+        if self.strategy == "outer":
+            return tuple(range(self.ndim))
         return self.kept_dims + tuple(self.reduce_dims)
 
 

@@ -334,6 +334,7 @@ class _KernelGen:
         self.array_imports: set = set()
         order = k.loop_order()
         self.order = order
+        self.outer = bool(k.reductions) and k.strategy == "outer"
         self.pos = {d: p for p, d in enumerate(order)}      # dim -> loop position
         self.n_kept = len(k.kept_dims)
         self.n_loops = k.ndim
@@ -402,7 +403,7 @@ class _KernelGen:
             if isinstance(n, FParam):
                 return f"f{n.slot}"
             if isinstance(n, AccRef):
-                return f"acc{n.slot}"
+                return self._acc(n.slot)
             if isinstance(n, Load):
                 inp = k.inputs[n.arg]
                 idx = ", ".join(expr(i) for i in n.index) if n.index else "()"
@@ -455,15 +456,40 @@ class _KernelGen:
             em.line("return 0")
         return em.text()
 
+    def _acc(self, slot) -> str:
+        if self.outer:
+            return f"acc{slot}[{self._kept_index()}]"
+        return f"acc{slot}"
+
     def _emit_nest(self, em, blocks, expr, parallel):
         k = self.k
         for line in blocks[0]:
             em.line(line)
+        if k.reductions and self.outer:
+            # accumulator arrays of the kept shape; the outputs are written at the end
+            shape = ", ".join(f"n{d}" for d in k.kept_dims) + ","
+            for r, names in zip(k.reductions, self._acc_names()):
+                if r.origin:
+                    em.line(f"# {r.origin}")
+                for name, init, dt in zip(names, r.init, r.acc_dtypes):
+                    em.line(f"{name} = np.full(({shape}), {cast_code(expr(init), init.dtype, dt)}, "
+                            f"{np_name(dt)})")
+            self._emit_loops(em, blocks, expr, 0, parallel)
+            self._emit_kept_loops(em, 0, lambda: self._emit_acc_final(em, expr))
+            return
         if k.reductions and self.n_kept == 0:
             self._emit_acc_init(em, expr)
         self._emit_loops(em, blocks, expr, 0, parallel)
         if k.reductions and self.n_kept == 0:
             self._emit_acc_final(em, expr)
+
+    def _emit_kept_loops(self, em, j, body):
+        kept = self.k.kept_dims
+        if j == len(kept):
+            body()
+            return
+        with em.block(f"for i{kept[j]} in range(n{kept[j]}):"):
+            self._emit_kept_loops(em, j + 1, body)
 
     def _emit_loops(self, em, blocks, expr, p, parallel):
         k = self.k
@@ -478,10 +504,11 @@ class _KernelGen:
         with em.block(f"for i{d} in {rng}(n{d}):"):
             for line in blocks[p + 1]:
                 em.line(line)
-            if k.reductions and p + 1 == self.n_kept:
+            inner_reduce = k.reductions and not self.outer and p + 1 == self.n_kept
+            if inner_reduce:
                 self._emit_acc_init(em, expr)
             self._emit_loops(em, blocks, expr, p + 1, parallel)
-            if k.reductions and p + 1 == self.n_kept:
+            if inner_reduce:
                 self._emit_acc_final(em, expr)
 
     def _full_index(self):
@@ -520,9 +547,11 @@ class _KernelGen:
     def _emit_combine(self, em, expr):
         # new values first, then assign (the combine reads all old accumulators)
         tmp = []
-        for r, names in zip(self.k.reductions, self._acc_names()):
-            for name, c, dt in zip(names, r.combine, r.acc_dtypes):
-                tmp.append((name, cast_code(expr(c), c.dtype, dt)))
+        j = 0
+        for r in self.k.reductions:
+            for c, dt in zip(r.combine, r.acc_dtypes):
+                tmp.append((self._acc(j), cast_code(expr(c), c.dtype, dt)))
+                j += 1
         if len(tmp) == 1 or all(len(r.combine) == 1 for r in self.k.reductions):
             for name, code in tmp:
                 em.line(f"{name} = {code}")
@@ -539,7 +568,7 @@ class _KernelGen:
         """Code of an expression of the accumulators, after the reduction loops (small:
         written inline, no temporaries)."""
         if isinstance(n, AccRef):
-            return f"acc{n.slot}"
+            return self._acc(n.slot)
         if isinstance(n, Const):
             return str(int(n.value)) if n.dtype == np.int64 else const_code(n.value, n.dtype)
         if isinstance(n, IParam):
