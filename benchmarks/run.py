@@ -81,8 +81,12 @@ def run_jax(names, quick, jax_python):
         return {}
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jax_workloads.py")
     args = [jax_python, script, "--json"] + (["--quick"] if quick else []) + list(names)
+    env = dict(os.environ)
+    if os.environ.get("OMP_NUM_THREADS") == "1":     # --threads 1: single-threaded XLA too
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+                            " intra_op_parallelism_threads=1").strip()
     try:
-        out = subprocess.run(args, capture_output=True, text=True, timeout=1800)
+        out = subprocess.run(args, capture_output=True, text=True, timeout=1800, env=env)
         return json.loads(out.stdout.strip().splitlines()[-1])
     except Exception as e:   # JAX is optional
         print(f"(JAX figures unavailable: {e})")
