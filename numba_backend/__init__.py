@@ -1,0 +1,12 @@
+"""numba_backend: loop IR -> Python source -> numba.njit -> an Executable.
+
+- ``codegen``: readable source per kernel (an emitter; dtype-exact scalar code);
+- ``scalar``: helpers with the eager semantics where Numba's differ (integer division,
+  shifts, float->int, float16 bits, complex division); ``vecmath``: vectorizable float32
+  exp/log/sin/cos and float64 exp; ``inliner``: pastes such functions into kernels;
+- ``cache``: kernels keyed by a hash of their source, written to the cache directory and
+  compiled with ``cache=True`` (shared across programs, shapes and processes);
+- ``executor``: runs a Program's steps, with the NumPy / compiled tiers.
+
+Importing this package imports Numba (``import tracer`` does not; the first jit does).
+"""
