@@ -253,6 +253,29 @@ def walk(expr: Expr):
     return order
 
 
+def map_expr(expr: Expr, fn, memo=None) -> Expr:
+    """Rebuild ``expr`` bottom-up: each node's children are mapped first, then ``fn(node)``
+    (with the new children) returns the replacement node."""
+    memo = {} if memo is None else memo
+    hit = memo.get(expr)
+    if hit is not None:
+        return hit
+    if isinstance(expr, Load):
+        node = Load(expr.arg, tuple(map_expr(i, fn, memo) for i in expr.index), expr.dtype,
+                    expr.origin)
+    elif isinstance(expr, Op):
+        node = Op(expr.op, tuple(map_expr(a, fn, memo) for a in expr.args), expr.dtype,
+                  expr.origin)
+    elif isinstance(expr, Call):
+        node = Call(expr.fn, tuple(map_expr(a, fn, memo) for a in expr.args), expr.dtype,
+                    expr.origin)
+    else:
+        node = expr
+    out = fn(node)
+    memo[expr] = out
+    return out
+
+
 def children(node: Expr) -> tuple:
     if isinstance(node, Load):
         return node.index
@@ -346,6 +369,7 @@ class KernelStep:
     iparams: tuple      # runtime ints (extents first)
     fparams: tuple      # runtime floats
     text: str = ""      # the jaxpr equations it computes (for as_text)
+    flat: bool = False  # arrays are passed raveled (lowering.schedule.flatten)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@
       -> simplify         exact algebraic identities (x * 1, x - 0, no-op reshapes...)
       -> dce              drop what the previous passes made dead
       -> fuse             group equations into kernels / library calls / host steps
+      -> flatten          element-wise kernels over contiguous arrays: one flat loop
       -> verify           (TRACER_VERIFY_IR=1) check the loop IR
     Program
 
@@ -20,7 +21,7 @@ import logging
 import os
 import pkgutil
 
-from lowering import fusion, passes, verify
+from lowering import fusion, passes, schedule, verify
 from lowering.ir import Program
 from tracer.jaxpr import ClosedJaxpr
 
@@ -70,6 +71,7 @@ def lower(closed: ClosedJaxpr, sub_factory=None) -> Program:
     load_rule_modules()
     opt = optimize(closed)
     program = fusion.fuse(opt, sub_factory)
+    program = schedule.flatten(program)
     if os.environ.get("TRACER_VERIFY_IR", "") not in ("", "0"):
         verify.check_program(program)
     return program

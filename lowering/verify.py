@@ -37,12 +37,16 @@ def _check_kernel_step(i, s: KernelStep, p: Program):
         raise IRError(f"{where}: argument count mismatch")
     for b, arg in zip(tuple(s.ins) + tuple(s.outs), k.inputs + k.outputs):
         a = p.buffers[b]
-        if np.dtype(a.dtype) != arg.dtype or len(a.shape) != arg.ndim:
+        rank = (1 if a.shape else 0) if s.flat else len(a.shape)
+        if np.dtype(a.dtype) != arg.dtype or rank != arg.ndim:
             raise IRError(f"{where}: buffer {b}:{a.str_short()} passed as "
                           f"{arg.dtype}[{arg.ndim}d]")
     if len(s.iparams) != k.n_iparams or len(s.fparams) != len(k.fparam_dtypes):
         raise IRError(f"{where}: runtime parameter count mismatch")
-    if tuple(s.iparams[:k.ndim]) != tuple(p.buffers[s.outs[0]].shape) and not k.reductions:
+    out_shape = p.buffers[s.outs[0]].shape
+    if s.flat:
+        out_shape = (int(np.prod(out_shape, dtype=np.int64)),)
+    if tuple(s.iparams[:k.ndim]) != tuple(out_shape) and not k.reductions:
         raise IRError(f"{where}: extents {s.iparams[:k.ndim]} differ from the output shape")
     roots = [st.value for st in k.stores]
     for r in k.reductions:

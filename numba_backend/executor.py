@@ -206,6 +206,11 @@ class Executable:
         for o in step.outs:
             a = bufs[o]
             outs.append(np.empty(a.shape, a.dtype))
+        if step.flat:        # one flat loop over C-contiguous arrays: raveled views
+            ins = [x.reshape(-1) if x.ndim > 1 else x for x in ins]
+            kouts = [_kernel_arg(o.reshape(-1) if o.ndim > 1 else o) for o in outs]
+        else:
+            kouts = [_kernel_arg(o) for o in outs]
         ip, fp = self.kernel_params[id(step)]
         kern = step.kernel
         if debug:
@@ -221,7 +226,7 @@ class Executable:
         # An empty iteration space without reductions writes nothing; running it could
         # still evaluate loop-invariant loads hoisted out of the (empty) loops.
         if kern.reductions or all(n for n in step.iparams[:kern.ndim]):
-            fn(*ins, *[_kernel_arg(o) for o in outs], ip, fp)
+            fn(*ins, *kouts, ip, fp)
         for o, a in zip(step.outs, outs):
             a.flags.writeable = False
             env[slot[o]] = a
