@@ -44,8 +44,6 @@ def _take_along_last(arr, idx):
     """``arr[..., idx]`` per leading index: ``arr`` is (*R, n), ``idx`` is (*Q, *R) with
     integer entries in [0, n) (clamped); the result has ``idx``'s shape. One gather with
     batching dims R."""
-    if _aval(idx).ndim == 0:
-        return lax.reshape(_take_along_last(arr, lax.reshape(idx, (1,))), ())
     ra = _aval(arr).ndim - 1
     qi = _aval(idx).ndim - ra
     dn = lax.GatherDimensionNumbers(
@@ -73,8 +71,6 @@ def _take_along_axis(arr, idx, axis):
 
 def _take1d(a, idx):
     """``a[idx]`` for a 1-D ``a`` and integer ``idx`` of any shape (clamped)."""
-    if _aval(idx).ndim == 0:
-        return lax.reshape(_take1d(a, lax.reshape(idx, (1,))), ())
     dn = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0,),
                                     start_index_map=(0,))
     return lax.gather(a, lax.expand_dims(idx, (_aval(idx).ndim,)), dn, (1,), mode="clip")
