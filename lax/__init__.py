@@ -53,10 +53,11 @@ from lax.indexing import (dynamic_slice_p, dynamic_update_slice_p, gather_p, sca
                           scatter_sub_p)
 
 from lax.control_flow import (associative_scan, closed_call, composite, cond, fori_loop, map,
-                              optimization_barrier, scan, switch, while_loop)
+                              optimization_barrier, platform_dependent, scan, switch,
+                              while_loop)
 from lax.control_flow import composite_p, cond_p, optimization_barrier_p, scan_p, while_p
 from lax.special import (
-    acos, acosh, asin, asinh, atan, atanh, bessel_i0e, bessel_i1e, betainc, broadcast_add,
+    acos, acosh, asin, asinh, atan, atanh, bessel_i0e, bessel_i1e, broadcast_add,
     broadcast_and, broadcast_atan2, broadcast_compare, broadcast_complex, broadcast_divide,
     broadcast_maximum, broadcast_minimum, broadcast_multiply, broadcast_next_after,
     broadcast_or, broadcast_polygamma, broadcast_power, broadcast_remainder, broadcast_select,
@@ -67,8 +68,7 @@ from lax.special import (
 from lax.special import (
     acos_p, acosh_p, asin_p, asinh_p, atan_p, atanh_p, bessel_i0e_p, bessel_i1e_p, cosh_p,
     digamma_p, erf_inv_p, erfc_inv_p, erfc_p, erfcx_p, igamma_grad_a_p, igamma_p, igammac_p,
-    is_inf_p, is_neg_inf_p, is_pos_inf_p, lgamma_p, next_after_p, polygamma_p,
-    regularized_incomplete_beta_p, sinh_p, zeta_p)
+    is_inf_p, is_neg_inf_p, is_pos_inf_p, lgamma_p, next_after_p, polygamma_p, sinh_p, zeta_p)
 
 _initialized = True
 import tracer as _tracer  # noqa: E402

@@ -1813,3 +1813,32 @@ def closed_call(fun, *args, **kwargs):
                                           "closed_call", _fun_name(fun))
     outs = closed_call_p.bind(*consts, *leaves, jaxpr=closed)
     return tree_unflatten(out_tree, outs)
+
+
+# ================================= platform_dependent =====================================
+
+_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+
+
+def platform_dependent(*args, default=None, **per_platform):
+    """``per_platform[platform](*args)`` for the platform the program runs on
+    (``jax.lax.platform_dependent``). Programs here always run on the CPU (NumPy eagerly,
+    Numba under jit), so the ``cpu`` branch is taken, else ``default``. Raises TypeError
+    for an unknown platform name or a non-callable branch, NotImplementedError when
+    neither ``cpu`` nor ``default`` is given."""
+    for name, fn in per_platform.items():
+        if name not in _PLATFORMS:
+            raise TypeError(f"platform_dependent: unknown platform {name!r}; expected one of "
+                            f"{', '.join(_PLATFORMS)}")
+        if not callable(fn):
+            raise TypeError(f"platform_dependent: the branch for {name} must be callable, "
+                            f"got {type(fn).__name__}")
+    fn = per_platform.get("cpu", default)
+    if fn is None:
+        raise NotImplementedError(
+            f"platform_dependent: no branch for platform 'cpu' and no default (branches for "
+            f"{', '.join(sorted(per_platform)) or 'none'})")
+    if not callable(fn):
+        raise TypeError(f"platform_dependent: default must be callable, got "
+                        f"{type(fn).__name__}")
+    return fn(*args)

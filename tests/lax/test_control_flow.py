@@ -973,3 +973,14 @@ def test_compiled_loops_follow_jit_compile_mode(rng, mode):
         tracer.config.update("jit_compile", old)
         from numba_backend.executor import _background
         _background.submit(lambda: None).result()    # let background compiles finish
+
+
+def test_platform_dependent():
+    assert float(lax.platform_dependent(2.0, cpu=lambda x: x * 3, default=lambda x: x)) == 6.0
+    assert float(lax.platform_dependent(2.0, tpu=lambda x: x * 3, default=lambda x: -x)) == -2.0
+    assert float(tracer.jit(lambda x: lax.platform_dependent(x, cpu=tnp.sin,
+                                                             cuda=tnp.cos))(0.0)) == 0.0
+    with pytest.raises(NotImplementedError, match="no branch for platform 'cpu'"):
+        lax.platform_dependent(1.0, cuda=lambda x: x)
+    with pytest.raises(TypeError, match="unknown platform 'gpu'"):
+        lax.platform_dependent(1.0, gpu=lambda x: x)
