@@ -23,6 +23,8 @@ exact (wrapping, as in the eager impl).
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from lax import convolution as cv
@@ -33,6 +35,22 @@ from lowering.rules import NotLowerable, lowering_rules
 # chunk is written by im2col and read by the product while it is still in cache.
 _CHUNK_BYTES = 1 << 20
 _MAX_SPATIAL = 3
+
+
+_SCRATCH_KEEP = 1 << 26
+_local = threading.local()
+
+
+def _scratch(n, dtype):
+    """A reusable buffer of ``n`` elements (per thread): a fresh multi-megabyte buffer per
+    call would page-fault on every first touch."""
+    nbytes = n * np.dtype(dtype).itemsize
+    if nbytes > _SCRATCH_KEEP:
+        return np.empty(n, dtype)
+    buf = getattr(_local, "buf", None)
+    if buf is None or buf.nbytes < nbytes:
+        buf = _local.buf = np.empty(max(nbytes, 1 << 16), np.uint8)
+    return buf[:nbytes].view(dtype)
 
 
 def _compute_dtype(in_dt, out_dt):
@@ -69,11 +87,21 @@ def _geometry(in_sp, out_sp, k_sp, strides, padding, lhs_dil, rhs_dil, sp_stride
     return np.ascontiguousarray(np.asarray(rows, np.int64).reshape(-1))
 
 
-def _use_direct(ct, I, Og, K):
+def _strategy(ct, I, Og, K, M_out, M_in):
+    """"direct", "im2col" or "gather" by a rough count of memory traffic and flops.
+
+    im2col copies K * I entries per output row and multiplies them (K * I * Og flops);
+    gather multiplies every input row by every tap's weights (Z = X @ W: I * K * Og flops
+    and K * Og entries per input row) and sums K * Og entries per output row. Gather wins
+    when outputs have fewer features than inputs or most taps fall between dilated inputs
+    (the data gradient of strided convolutions)."""
     if ct.kind in "iub":
-        return True
-    # one output feature per group: a product per group would be matrix-vector
-    return Og == 1 and I * K <= 64
+        return "direct"
+    if Og == 1 and I * K <= 64:
+        return "direct"     # one output per group: a product per group would be a GEMV
+    im2col = M_out * K * I * (Og + 4)
+    gather = M_in * K * Og * (I + 4) + 8 * M_out * K * Og   # a gather costs more than a copy
+    return "gather" if gather < im2col else "im2col"
 
 
 def conv_call(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
@@ -109,9 +137,11 @@ def conv_call(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
         perm[dn.out_spec[2 + d]] = 1 + d
     if M == 0 or O == 0 or K == 0 or C == 0:
         return [np.zeros(out_shape, out_dt)]
-    direct = _use_direct(ct, I, Og, K)
-    if not direct and I > 1 and x.strides[dn.lhs_spec[1]] != x.itemsize:
-        # channel-last copy: patch rows then copy runs of I contiguous channels
+    strategy = _strategy(ct, I, Og, K, M, N * int(np.prod(in_sp, dtype=np.int64)))
+    if strategy == "im2col" and I > 1 and x.strides[dn.lhs_spec[1]] != x.itemsize or \
+            strategy == "gather":
+        # channel-last copy (a no-op for channel-last inputs): patch rows copy runs of I
+        # contiguous channels; the gather strategy multiplies input rows
         x = np.ascontiguousarray(np.transpose(x, (dn.lhs_spec[0],) + tuple(dn.lhs_spec[2:])
                                               + (dn.lhs_spec[1],)))
         st = _elem_strides(x)
@@ -123,18 +153,31 @@ def conv_call(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
     gstride = Nb * sN if B > 1 else I * sC
     geo = _geometry(in_sp, out_sp, k_sp, window_strides, padding, lhs_dilation, rhs_dilation,
                     sp_st)
-    flat = readonly_flat(x)
     # weights (taps, I, O)
     wc = np.ascontiguousarray(np.transpose(w, tuple(dn.rhs_spec[2:]) +
                                            (dn.rhs_spec[1], dn.rhs_spec[0]))).reshape(K, I, O)
     out = np.empty((M, O), ct)
-    if direct:
-        ck.conv_direct(flat, geo, sN, sC, gstride, groups, I, Og, wc, out)
+    if strategy == "direct":
+        ck.conv_direct(readonly_flat(x), geo, sN, sC, gstride, groups, I, Og, wc, out)
+    elif strategy == "gather":
+        Mg = x.size // (groups * I)
+        if B > 1:
+            xg = x.reshape(groups, Mg, I)
+        else:
+            xg = x.reshape(Mg, groups, I).transpose(1, 0, 2)
+        # (G, I, K * Og): tap-major columns per group
+        wz = np.ascontiguousarray(wc.reshape(K, I, groups, Og).transpose(2, 1, 0, 3)
+                                  ).reshape(groups, I, K * Og)
+        Z = np.matmul(xg, wz)
+        ck.tap_gather(readonly_flat(Z), geo, groups, Og, Mg, K, out.reshape(-1))
     else:
+        flat = readonly_flat(x)
         KI = K * I
         wg = np.ascontiguousarray(wc.reshape(KI, groups, Og).transpose(1, 0, 2))
-        rows = max(1, min(M, _CHUNK_BYTES // max(1, groups * KI * ct.itemsize)))
-        buf = np.empty(groups * rows * KI, ct)
+        # each chunk's product re-reads the weights: chunks stay well above their size
+        chunk = max(_CHUNK_BYTES, 4 * wg.nbytes)
+        rows = max(1, min(M, chunk // max(1, groups * KI * ct.itemsize)))
+        buf = _scratch(groups * rows * KI, ct)
         for r0 in range(0, M, rows):
             r1 = min(M, r0 + rows)
             m = r1 - r0

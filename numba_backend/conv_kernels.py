@@ -167,3 +167,43 @@ def conv_direct(x, geo, sN, sC, gstride, G, I, Og, w, out):
                     kk += 1
         n, o0, o1, o2 = _advance(n, o0, o1, o2, O0, O1, O2)
     return 0
+
+
+@numba.njit(cache=True, nogil=True)
+def tap_gather(Z, geo, G, Og, Mg, K, out):
+    """out[r * G * Og + g * Og + j] = sum over valid taps k of Z[g, row(r, k), k, j] (both
+    flat; ``out`` has G * Og > 0 columns per row): the second half
+    of a convolution computed as Z = X @ W (every input row times every tap's weights,
+    ``Z`` flat (G, Mg, K, Og)), where ``row(r, k)`` is the input position (n, q0, q1, q2)
+    that tap k of output row r reads, numbered row-major over the input extents."""
+    O0, O1, O2 = geo[1], geo[9], geo[17]
+    K0, K1, K2 = geo[2], geo[10], geo[18]
+    S2 = geo[16]
+    S1 = geo[8] * S2
+    S = geo[0] * S1
+    t0, t1, t2 = _taps(geo, 0), _taps(geo, 1), _taps(geo, 2)
+    n = o0 = o1 = o2 = 0
+    C = G * Og
+    acc = np.empty(C, out.dtype)
+    for r in range(out.shape[0] // C):
+        for c in range(C):
+            acc[c] = 0
+        kk = 0
+        for k0 in range(K0):
+            q0 = t0[o0, k0]
+            for k1 in range(K1):
+                q1 = t1[o1, k1]
+                for k2 in range(K2):
+                    q2 = t2[o2, k2]
+                    if q0 >= 0 and q1 >= 0 and q2 >= 0:
+                        row = n * S + q0 * S1 + q1 * S2 + q2
+                        for g in range(G):
+                            zb = ((g * Mg + row) * K + kk) * Og
+                            for j in range(Og):
+                                acc[_u(g * Og + j)] += Z[_u(zb + j)]
+                    kk += 1
+        ob = r * C
+        for c in range(C):
+            out[_u(ob + c)] = acc[c]
+        n, o0, o1, o2 = _advance(n, o0, o1, o2, O0, O1, O2)
+    return 0
