@@ -51,13 +51,17 @@ from lax.indexing import (
 from lax.indexing import (dynamic_slice_p, dynamic_update_slice_p, gather_p, scatter_add_p,
                           scatter_max_p, scatter_min_p, scatter_mul_p, scatter_p,
                           scatter_sub_p)
+from lax.fft import FftType, fft, fft_p
+from lax import linalg
+from lax.decompositions import (cholesky_p, eig_p, eigh_p, lu_p, qr_p, svd_p,
+                                triangular_solve_p)
 
 from lax.control_flow import (associative_scan, closed_call, composite, cond, fori_loop, map,
                               optimization_barrier, platform_dependent, scan, switch,
                               while_loop)
 from lax.control_flow import composite_p, cond_p, optimization_barrier_p, scan_p, while_p
 from lax.special import (
-    acos, acosh, asin, asinh, atan, atanh, bessel_i0e, bessel_i1e, broadcast_add,
+    acos, acosh, asin, asinh, atan, atanh, bessel_i0e, bessel_i1e, betainc, broadcast_add,
     broadcast_and, broadcast_atan2, broadcast_compare, broadcast_complex, broadcast_divide,
     broadcast_maximum, broadcast_minimum, broadcast_multiply, broadcast_next_after,
     broadcast_or, broadcast_polygamma, broadcast_power, broadcast_remainder, broadcast_select,
@@ -68,7 +72,21 @@ from lax.special import (
 from lax.special import (
     acos_p, acosh_p, asin_p, asinh_p, atan_p, atanh_p, bessel_i0e_p, bessel_i1e_p, cosh_p,
     digamma_p, erf_inv_p, erfc_inv_p, erfc_p, erfcx_p, igamma_grad_a_p, igamma_p, igammac_p,
-    is_inf_p, is_neg_inf_p, is_pos_inf_p, lgamma_p, next_after_p, polygamma_p, sinh_p, zeta_p)
+    is_inf_p, is_neg_inf_p, is_pos_inf_p, lgamma_p, next_after_p, polygamma_p,
+    regularized_incomplete_beta_p, sinh_p, zeta_p)
+from lax.convolution import (ConvDimensionNumbers, ConvGeneralDilatedDimensionNumbers, conv,
+                             conv_dimension_numbers, conv_general_dilated,
+                             conv_general_dilated_patches, conv_general_permutations,
+                             conv_general_shape_tuple, conv_shape_tuple, conv_transpose,
+                             conv_with_general_padding, padtype_to_pads)
+from lax.convolution import conv_general_dilated_p
+from lax.windowed import (batch_norm_grad, batch_norm_inference, batch_norm_training,
+                          cumlogsumexp, cummax, cummin, cumprod, cumsum, reduce_window,
+                          reduce_window_max, reduce_window_min, reduce_window_sum,
+                          select_and_scatter_add)
+from lax.windowed import (cumlogsumexp_p, cummax_p, cummin_p, cumprod_p, cumsum_p,
+                          reduce_window_max_p, reduce_window_min_p, reduce_window_sum_p,
+                          select_and_gather_add_p, select_and_scatter_add_p)
 
 _initialized = True
 import tracer as _tracer  # noqa: E402
