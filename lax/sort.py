@@ -100,8 +100,17 @@ def _sort_impl(*ops, dimension, is_stable, num_keys):
 
 
 def _take_along(x, idx, axis):
-    import tracer.numpy as tnp
-    return tnp.take_along_axis(x, idx, axis=axis)
+    """``x`` permuted along ``axis`` by ``idx`` (same shape): one gather whose other
+    dimensions are batching dimensions."""
+    from lax.indexing import GatherDimensionNumbers, gather
+    from lax.shapes import expand_dims
+    nd = get_aval(x).ndim
+    axis = axis % nd
+    others = tuple(i for i in range(nd) if i != axis)
+    dnums = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(axis,),
+                                   start_index_map=(axis,), operand_batching_dims=others,
+                                   start_indices_batching_dims=others)
+    return gather(x, expand_dims(idx, (nd,)), dnums, (1,) * nd, mode="promise_in_bounds")
 
 
 def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
