@@ -26,9 +26,9 @@ from lowering.ir import (INDEX, AccRef, Const, FParam, HostStep, IParam, Kernel,
                          KernelStep, LibraryCall, Load, LoopIndex, Program, Reduction, Store)
 from lowering.rules import (CALL_COST, ExprContext, NotLowerable, Operand, StructuredContext,
                             lowering_rules, python_scalar, reduction_rules, remap_rules,
-                            rule_kind, scalar_exprs)
+                            scalar_exprs)
 from tracer.core import ShapedArray
-from tracer.jaxpr import DropVar, Literal, Var, _Namer, _pp_eqn
+from tracer.jaxpr import Literal, Var, _Namer, _pp_eqn
 
 RECOMPUTE_COST = 4           # a value with several consumers is stored if it costs more
 BAKED_FLOATS = {0.0, 1.0, -1.0, 2.0, 0.5, -0.5}

@@ -62,7 +62,7 @@ integer ops wrap; ``ctx.op`` semantics are listed in ``numba_backend.codegen``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 

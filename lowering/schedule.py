@@ -13,7 +13,7 @@ import dataclasses
 
 import numpy as np
 
-from lowering.ir import (INDEX, IParam, Kernel, KernelArg, KernelStep, Load, LoopIndex, Program,
+from lowering.ir import (IParam, Kernel, KernelArg, KernelStep, Load, LoopIndex, Program,
                          map_expr, walk)
 
 

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from numba_backend import inliner
-from lowering.ir import (AccRef, Call, Const, Expr, FParam, IParam, Kernel, Load, LoopIndex,
+from lowering.ir import (AccRef, Call, Const, FParam, IParam, Kernel, Load, LoopIndex,
                          Op, children, walk)
 
 RT = "rt"      # alias of numba_backend.scalar in generated code
