@@ -15,6 +15,7 @@ import numpy as np
 
 from tracer import dtypes
 from tracer.config import config
+from tracer import core
 from tracer.core import (Array, ShapeDtypeStruct, ShapedArray, Tracer, get_aval, to_numpy,
                          valid_jaxtype)
 from tracer.interpreters import ad, batching
@@ -56,10 +57,14 @@ def _as_array(x):
 
 def _flatten_args(fname, args, kwargs=None):
     tree = (tuple(args), kwargs or {})
-    pairs, treedef = tree_flatten_with_path(tree)
-    leaves = []
-    for path, x in pairs:
-        leaves.append(_check_arg(x, fname, keystr(path)))
+    # Paths are only needed for the error message: flatten without them first (this is
+    # on every jit call's path).
+    leaves, treedef = tree_flatten(tree)
+    for x in leaves:
+        if not isinstance(x, (Tracer, Array, np.ndarray, np.generic, bool, int, float,
+                              complex)):
+            pairs, treedef = tree_flatten_with_path(tree)
+            return [_check_arg(x, fname, keystr(path)) for path, x in pairs], treedef
     return leaves, treedef
 
 
@@ -1004,8 +1009,17 @@ class JitWrapped:
         key, leaves, in_tree, snums, static_pos, static_kw, nargs = \
             self._key_and_args(args, kwargs)
         traced, _ = self._get_traced(key, leaves, in_tree, static_pos, static_kw, nargs)
-        outs = jit_p.bind(*traced.hoisted_consts, *leaves, jaxpr=traced.jaxpr,
-                          name=self.__name__)
+        if not traced.hoisted_consts and len(core.trace_stack) == 1 and \
+                core.find_top_trace(leaves) is None:
+            # no transformation active (an enclosing vmap may bind axis names even with
+            # no mapped operand): run the compiled program directly (the same as
+            # jit_p's impl, without the per-call work of eager primitive evaluation)
+            from tracer import _jit_backend
+            outs = _jit_backend.run_arrays(traced.jaxpr, [to_numpy(x) for x in leaves],
+                                           self.__name__)
+        else:
+            outs = jit_p.bind(*traced.hoisted_consts, *leaves, jaxpr=traced.jaxpr,
+                              name=self.__name__)
         return tree_unflatten(traced.out_tree, outs)
 
     def lower(self, *args, **kwargs):
