@@ -1,9 +1,10 @@
 """Lowering of ``sort`` and ``top_k`` (lax/sort.py): library calls running the Numba
 kernels of numba_backend/sort_kernels.py.
 
-Key operands become uint64 order keys with the eager impl's own key map
+Key operands become uint64 order keys ordered like the eager impl's keys
 (``lax.sort._sort_key_arrays``: -0.0 == +0.0, every NaN a positive NaN sorting last,
-complex as (real, imag)), widened order-preservingly to unsigned 64 bits. The kernels
+complex as (real, imag)): floats through a Numba kernel on their bit patterns, integers
+widened order-preservingly to unsigned 64 bits. The kernels
 compute the stable permutation (sort) or the top-k indices (descending, ties to the lower
 index); the outputs are the operands gathered along it, so values (signed zeros, NaN
 payloads) are the eager impl's bit for bit.
@@ -22,11 +23,29 @@ _TOPK_BUFFER = 32
 
 
 def order_keys(x):
-    """uint64 arrays (one, or two for complex) whose unsigned order is x's sort order."""
+    """uint64 arrays (one, or two for complex) whose unsigned order is x's sort order.
+    Keys of narrow types stay below 2**bits (signed ones are offset by 2**(bits - 1)), so
+    a radix sort skips the high digits."""
+    if x.dtype.kind == "c":
+        return order_keys(np.real(x)) + order_keys(np.imag(x))
+    if x.dtype.kind == "f":
+        from numba_backend.sort_kernels import float_keys
+        nbits = 8 * x.dtype.itemsize
+        mant = np.finfo(x.dtype).nmant
+        expm = ((1 << (nbits - 1)) - 1) >> mant << mant
+        qnan = expm | (1 << (mant - 1))
+        bits = np.ascontiguousarray(x).view(f"u{x.dtype.itemsize}").reshape(-1)
+        out = np.empty(bits.shape, np.uint64)
+        float_keys(bits, nbits, np.uint64(expm), np.uint64(qnan), out)
+        return [out.reshape(x.shape)]
     out = []
     for c in _sort_key_arrays(x):
         if c.dtype.kind == "i":
-            out.append(c.astype(np.int64).view(np.uint64) ^ _SIGN)
+            if c.dtype.itemsize == 8:
+                out.append(c.view(np.uint64) ^ _SIGN)
+            else:
+                bits = 8 * c.dtype.itemsize
+                out.append((c.astype(np.int64) + (1 << (bits - 1))).view(np.uint64))
         else:
             out.append(c.astype(np.uint64))
     return out
@@ -45,7 +64,10 @@ def sort_call(*ops, dimension, is_stable, num_keys):
         cols.extend(order_keys(np.moveaxis(k, dimension, -1)))
     moved_shape = cols[0].shape
     n = moved_shape[-1]
-    keys = np.stack([c.reshape(-1, n) for c in cols])
+    if len(cols) == 1:
+        keys = np.ascontiguousarray(cols[0]).reshape(1, -1, n)
+    else:
+        keys = np.stack([c.reshape(-1, n) for c in cols])
     perm = np.empty(keys.shape[1:], np.int64)
     sort_perm(keys, perm)
     perm = np.moveaxis(perm.reshape(moved_shape), -1, dimension)
