@@ -7,14 +7,20 @@ brought to (taps, I, O) by a transpose of the small kernel array, and the output
 produced channel-last and transposed to ``out_spec`` at the end (free for NHWC-style
 outputs). Batch groups are feature groups whose group offset steps through the batch.
 
-Two strategies, chosen by shape and dtype:
+Three strategies, chosen by dtype and a rough count of memory traffic (``_strategy``):
 
-- im2col + BLAS (floats and complex): patch rows ``(taps x I)`` are built by a Numba
-  kernel in chunks of rows that fit in cache, and each chunk is multiplied with the
-  weights by ``np.matmul`` (OpenBLAS), one product per group;
-- a direct loop nest (integer and bool operands, accumulated in 64 bits like the eager
-  impl; and groups with a single output feature, e.g. depthwise, where a product per
-  group would be a matrix-vector product).
+- im2col + BLAS (floats and complex, the usual case): patch rows ``(taps x I)`` are built
+  by a Numba kernel in chunks that stay in cache (copying contiguous channel runs; the
+  input is first copied channel-last if its features are not contiguous) and each chunk
+  is multiplied with the weights by ``np.matmul`` (OpenBLAS), one product per group;
+- gather (floats, when outputs have fewer features than inputs or most taps fall
+  between dilated inputs, as in the data gradient of a strided convolution):
+  ``Z = X @ W`` multiplies every input row by every tap's weights on BLAS, then a Numba
+  kernel sums, per output row, the Z entries of its valid taps -- no work for the
+  zeros that lhs dilation inserts;
+- a direct loop nest (integer operands, accumulated in 64 bits like the eager impl; and
+  groups with a single output feature, e.g. depthwise, where a product per group would
+  be a matrix-vector product; depthwise runs the groups innermost).
 
 The compute dtype is the eager impl's: float16 computes in float32, integers in int64
 (uint64), and ``preferred_element_type`` promotes; the result is cast once. Float results
@@ -97,8 +103,8 @@ def _strategy(ct, I, Og, K, M_out, M_in):
     (the data gradient of strided convolutions)."""
     if ct.kind in "iub":
         return "direct"
-    if Og == 1 and I * K <= 64:
-        return "direct"     # one output per group: a product per group would be a GEMV
+    if Og == 1 and (I == 1 or I * K <= 64):
+        return "direct"     # one output per group (depthwise): a GEMV per group otherwise
     im2col = M_out * K * I * (Og + 4)
     gather = M_in * K * Og * (I + 4) + 8 * M_out * K * Og   # a gather costs more than a copy
     return "gather" if gather < im2col else "im2col"
@@ -158,7 +164,8 @@ def conv_call(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                                            (dn.rhs_spec[1], dn.rhs_spec[0]))).reshape(K, I, O)
     out = np.empty((M, O), ct)
     if strategy == "direct":
-        ck.conv_direct(readonly_flat(x), geo, sN, sC, gstride, groups, I, Og, wc, out)
+        ck.conv_direct(readonly_flat(x), geo, sN, sC, gstride, groups, I, Og, wc.reshape(-1),
+                       out.reshape(-1))
     elif strategy == "gather":
         Mg = x.size // (groups * I)
         if B > 1:
@@ -197,7 +204,7 @@ def _conv_lower(ctx, in_avals, out_avals, lhs, rhs, **params):
     if in_avals[0].ndim - 2 > _MAX_SPATIAL:
         raise NotLowerable("conv_general_dilated: more than 3 spatial dims")
     ct = _compute_dtype(in_avals[0].dtype, out_avals[0].dtype)
-    how = "direct loops" if ct.kind in "iub" else "im2col + BLAS or direct loops"
+    how = "direct loops" if ct.kind in "iub" else "im2col/gather + BLAS or direct loops"
     name = f"conv_general_dilated (Numba {how})"
     return ctx.library_call(name, conv_call, [lhs, rhs], out_avals,
                             out_shape=tuple(out_avals[0].shape), **params)

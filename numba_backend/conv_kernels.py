@@ -138,16 +138,22 @@ def im2col(x, geo, sN, sC, gstride, G, I, r0, r1, P):
 
 @numba.njit(cache=True, nogil=True)
 def conv_direct(x, geo, sN, sC, gstride, G, I, Og, w, out):
-    """out[r, g * Og + j] = sum over taps k and channels i of x[tap] * w[k, i, g * Og + j];
-    ``w`` is (taps, I, G * Og), ``out`` (rows, G * Og), summed in (k, i) order."""
+    """out[r, g * Og + j] = sum over taps k and channels i of x[tap] * w[k, i, g * Og + j]
+    with ``w`` flat (taps, I, G * Og) and ``out`` flat (rows, G * Og), summed in (k, i)
+    order. One input channel and one output per group (depthwise) runs the groups
+    innermost (a unit-stride loop over channel-last inputs); otherwise the outputs of a
+    group are innermost."""
     O0, O1, O2 = geo[1], geo[9], geo[17]
     K0, K1, K2 = geo[2], geo[10], geo[18]
     s0, s1, s2 = geo[7], geo[15], geo[23]
     t0, t1, t2 = _taps(geo, 0), _taps(geo, 1), _taps(geo, 2)
+    C = G * Og
+    depthwise = I == 1 and Og == 1
     n = o0 = o1 = o2 = 0
-    for r in range(out.shape[0]):
-        for j in range(out.shape[1]):
-            out[r, j] = 0
+    for r in range(out.shape[0] // C if C > 0 else 0):
+        ob = r * C
+        for c in range(C):
+            out[_u(ob + c)] = 0
         kk = 0
         for k0 in range(K0):
             q0 = t0[o0, k0]
@@ -157,13 +163,18 @@ def conv_direct(x, geo, sN, sC, gstride, G, I, Og, w, out):
                     q2 = t2[o2, k2]
                     if q0 >= 0 and q1 >= 0 and q2 >= 0:
                         base = n * sN + q0 * s0 + q1 * s1 + q2 * s2
-                        for g in range(G):
-                            gb = base + g * gstride
-                            for i in range(I):
-                                xv = x[_u(gb + i * sC)]
-                                for j in range(Og):
-                                    c = _u(g * Og + j)
-                                    out[_u(r), c] += xv * w[_u(kk), _u(i), c]
+                        if depthwise:
+                            wb = kk * G
+                            for g in range(G):
+                                out[_u(ob + g)] += x[_u(base + g * gstride)] * w[_u(wb + g)]
+                        else:
+                            for g in range(G):
+                                gb = base + g * gstride
+                                for i in range(I):
+                                    xv = x[_u(gb + i * sC)]
+                                    wb = (kk * I + i) * C + g * Og
+                                    for j in range(Og):
+                                        out[_u(ob + g * Og + j)] += xv * w[_u(wb + j)]
                     kk += 1
         n, o0, o1, o2 = _advance(n, o0, o1, o2, O0, O1, O2)
     return 0
