@@ -130,7 +130,7 @@ def is_finite(x):
 
 
 is_finite_p = standard_unop("is_finite", np.isfinite, _float,
-                            result_dtype=lambda dt: dtypes.bool_, keep_weak=False)
+                            result_dtype=lambda dt: dtypes.bool_)
 defjvp_zero(is_finite_p)
 
 
@@ -810,10 +810,9 @@ def _cmp_allowed(name):
 
 
 def _make_compare(name, fn):
+    # The result is weakly typed when both operands are, as in JAX (a weak bool promotes
+    # like a strong one, but the flag shows in avals and reprs).
     p = standard_naryop(name, fn, _cmp_allowed(name), result_dtype=lambda dt: dtypes.bool_)
-    # Comparisons of weak operands are not weak (bool has no weak kind).
-    ab = p.abstract_eval
-    p.def_abstract_eval(lambda x, y: ab(x, y).update(weak_type=False))
     defjvp_zero(p)
     return p
 
@@ -870,8 +869,6 @@ def _total_order_key(x):
 def _make_total_compare(name, fn):
     p = standard_naryop(name, lambda x, y: fn(_total_order_key(x), _total_order_key(y)),
                         _ordered, result_dtype=lambda dt: dtypes.bool_)
-    ab = p.abstract_eval
-    p.def_abstract_eval(lambda x, y: ab(x, y).update(weak_type=False))
     defjvp_zero(p)
     return p
 
@@ -1014,7 +1011,7 @@ def _clamp_abstract_eval(lo, x, hi):
             raise TypeError(f"clamp: {name} dtype {a.dtype.name} differs from the operand's "
                             f"{x.dtype.name}")
     check_dtype("clamp", x, _ordered)
-    return ShapedArray(x.shape, x.dtype, x.weak_type)
+    return ShapedArray(x.shape, x.dtype, lo.weak_type and x.weak_type and hi.weak_type)
 
 
 def _clamp_impl(lo, x, hi):

@@ -119,10 +119,9 @@ def test_abstract_eval_matches_impl(rec, case, dt):
 
 # ------------------------------------- weak types ---------------------------------------
 
-# Element-wise ops on weakly typed operands stay weak, except those whose result dtype is
-# fixed (bool results, complex -> real parts keep weakness in JAX too).
-_NOT_WEAK = {"is_finite", "eq", "ne", "lt", "le", "gt", "ge", "eq_total_order",
-             "lt_total_order", "le_total_order"}
+# Element-wise ops on weakly typed operands stay weak, comparisons included (JAX 0.10
+# gives weak bools too).
+_NOT_WEAK: set = set()
 
 
 @pytest.mark.parametrize("rec", [r for r in RECORDS
@@ -130,6 +129,7 @@ _NOT_WEAK = {"is_finite", "eq", "ne", "lt", "le", "gt", "ge", "eq_total_order",
                                  and f64 in r.dtypes and r.name != "add_any"],
                          ids=lambda r: r.name)
 def test_weak_type_propagation(rec):
+    """Recorded from JAX 0.10.2: every element-wise op of weak operands is weak."""
     args = [Array(a, weak_type=True)
             for a in rec.make_args(rng_for("weak", rec.name), opr.C(*[(3,)] * rec.nargs), f64)]
     out = rec.op(*args)
@@ -169,3 +169,37 @@ def test_binary_rejects_mismatched_shapes_and_dtypes(rec):
     if other is not None:
         with pytest.raises(TypeError, match=f"{rec.prims[0].name}.*same dtype"):
             rec.op(np.zeros(3, dt), np.zeros(3, other))
+
+
+def test_weak_types_of_structural_ops():
+    """Recorded from JAX 0.10.2: results are weak when all (array) operands are weak."""
+    wf = Array(np.full(3, 0.5), weak_type=True)
+    s = np.ones(3)
+    assert lax.clamp(0.0, wf, 1.0).weak_type
+    assert not lax.clamp(np.float64(0), wf, np.float64(1)).weak_type
+    assert lax.select_n(np.array([True, False, True]), wf, wf).weak_type
+    assert not lax.select_n(np.array([True, False, True]), wf, s).weak_type
+    assert lax.reduce_sum(wf, (0,)).weak_type and lax.reduce_max(wf, (0,)).weak_type
+    assert not lax.argmax(wf, 0, np.int32).weak_type
+    assert lax.reshape(wf, (3, 1)).weak_type and lax.pad(wf, 0.0, [(1, 1, 0)]).weak_type
+    assert lax.concatenate([wf, wf], 0).weak_type and not lax.concatenate([wf, s], 0).weak_type
+    assert lax.dot(wf, wf).weak_type and not lax.dot(wf, s).weak_type
+    assert not lax.convert_element_type(wf, np.float32).weak_type
+    assert lax.reduce_precision(wf, 5, 10).weak_type
+    assert lax.rev(wf, (0,)).weak_type and lax.slice(wf, (0,), (2,)).weak_type
+    assert lax.broadcast_in_dim(wf, (2, 3), (1,)).weak_type
+    assert lax.eq(wf, wf).weak_type and lax.is_finite(wf).weak_type
+    assert not lax.eq(wf, s).weak_type
+
+
+def test_x32_defaults():
+    import tracer as _t
+    _t.config.update("enable_x64", False)
+    try:
+        assert lax.add(1.0, 2.0).dtype == np.float32 and lax.add(1.0, 2.0).weak_type
+        assert lax.iota(np.int64, 3).dtype == np.int32
+        assert lax.convert_element_type(np.ones(2), np.float64).dtype == np.float32
+        assert lax.mul(np.ones(2, np.float32), 2.0).dtype == np.float32
+        assert lax.argmax(np.ones(3, np.float32), 0, np.int64).dtype == np.int32
+    finally:
+        _t.config.update("enable_x64", True)
