@@ -121,9 +121,11 @@ def first_call_latency(quick):
     batch, batch2 = (32, 48) if quick else (128, 100)
     code = FIRST_CALL.format(root=ROOT, bench=bench, batch=batch, batch2=batch2)
     res = {}
+    runs = [("cold", "sync", "a"), ("warm", "sync", "a"), ("cold, async tier", "async", "b")]
     with tempfile.TemporaryDirectory() as d:
-        env = dict(os.environ, TRACER_CACHE_DIR=d, TRACER_JIT_COMPILE="sync")
-        for label in ("cold", "warm"):
+        for label, mode, sub in runs:
+            env = dict(os.environ, TRACER_CACHE_DIR=os.path.join(d, sub),
+                       TRACER_JIT_COMPILE=mode)
             out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                                  text=True, timeout=900)
             if out.returncode != 0:
@@ -169,7 +171,7 @@ def main(argv=None):
         rows.append(dict(name=name, numpy=t_np, jit=t_jit, jax=t_jax))
     if "first_call" in names and not args.no_first_call:
         res = first_call_latency(args.quick)
-        for label in ("cold", "warm"):
+        for label in res:
             r = res[label]
             print(f"first call mlp_train_step ({label} cache): import {r['import']:.2f}s, "
                   f"first call {r['first_call']:.2f}s, new batch size {r['new_batch'] * 1e3:.1f}ms")

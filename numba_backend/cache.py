@@ -121,6 +121,16 @@ class CompiledKernel:
         sys.modules[name] = mod
         return mod
 
+    def on_disk(self) -> bool:
+        """Whether Numba's cache probably holds this kernel (its index file exists): then
+        loading it takes milliseconds and is worth doing at once, even in "async" mode."""
+        d = os.path.join(os.path.dirname(self.path), "__pycache__")
+        stem = os.path.basename(self.path)[:-3] + ".kernel-"
+        try:
+            return any(f.startswith(stem) and f.endswith(".nbi") for f in _listdir(d))
+        except OSError:
+            return False
+
     @property
     def ready(self) -> bool:
         return self._serial is not None
@@ -172,6 +182,18 @@ class CompiledKernel:
                 if self._par is None:
                     self._par = self._compile(self.py_par, True)
         return self._par
+
+
+_listing: dict = {}
+
+
+def _listdir(d):
+    """os.listdir, cached briefly (one listing serves all kernels of a program)."""
+    now = time.monotonic()
+    hit = _listing.get(d)
+    if hit is None or now - hit[0] > 1.0:
+        hit = _listing[d] = (now, os.listdir(d))
+    return hit[1]
 
 
 def _is_cache_error(e: Exception) -> bool:

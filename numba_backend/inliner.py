@@ -117,8 +117,25 @@ class _Rewriter(ast.NodeTransformer):
                          f"(module {self.p.module})")
 
 
+_expanded: dict = {}
+
+
 def expand(fn, args: list, result: str, prefix: str, imports: set) -> list:
-    """Statements computing ``result = fn(*args)`` (``args`` are code strings)."""
+    """Statements computing ``result = fn(*args)`` (``args`` are code strings). Memoized:
+    a new shape of a program generates the same kernels and should not pay again."""
+    key = (fn, tuple(args), result, prefix)
+    hit = _expanded.get(key)
+    if hit is None:
+        sub_imports: set = set()
+        hit = _expanded[key] = (_expand(fn, list(args), result, prefix, sub_imports),
+                                frozenset(sub_imports))
+        if len(_expanded) > 10000:
+            _expanded.clear()
+    imports.update(hit[1])
+    return list(hit[0])
+
+
+def _expand(fn, args: list, result: str, prefix: str, imports: set) -> list:
     p = _parse(fn)
     lines = [f"{prefix}{name} = {a}" for name, a in zip(p.params, args)]
     counter = [0]
@@ -132,7 +149,7 @@ def expand(fn, args: list, result: str, prefix: str, imports: set) -> list:
                 rw = _Rewriter(p, prefix, imports)
                 call_args = [ast.unparse(rw.visit(a)) for a in s.value.args]
                 tmp = f"{sub}_ret"
-                lines += expand(callee, call_args, tmp, sub, imports)
+                lines += _expand(callee, call_args, tmp, sub, imports)
                 target = ast.unparse(_Rewriter(p, prefix, imports).visit(s.targets[0]))
                 lines.append(f"{target} = {tmp}")
                 continue
