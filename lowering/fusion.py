@@ -301,7 +301,7 @@ class _Fuser(StructuredContext):
             if v in mat:
                 continue
             if (len(consumers.get(v, ())) > 1 and c > RECOMPUTE_COST) or \
-                    (v in expanding and c > 1):
+                    (v in expanding and c > 1) or _is_view_of(eqn, mat):
                 mat.add(v)
         self.materialized = mat
 
@@ -503,6 +503,13 @@ class _Fuser(StructuredContext):
             raise TypeError(f"lowering rule of {prim.name} built a {e.dtype} expression for "
                             f"output {out_avals[0].str_short()}")
         return e
+
+
+def _is_view_of(eqn, mat) -> bool:
+    """A reshape of an array that exists anyway is a free view: its consumers then read
+    the view with plain indices (no div/mod index algebra)."""
+    x = eqn.invars[0] if eqn.invars else None
+    return (eqn.primitive.name == "reshape" and isinstance(x, Var) and x in mat)
 
 
 class _Reshape:
