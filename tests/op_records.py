@@ -13,7 +13,7 @@ iterate over ``RECORDS``:
 - ``test_lax_vmap.py``: ``check_vmap`` over combinations of batch dims (negative and None
   included).
 
-``TRACER_NUM_GENERATED_CASES`` (default 3) sets how many (shapes, dtype) cases each record
+``TRACER_NUM_GENERATED_CASES`` (default 5) sets how many (shapes, dtype) cases each record
 samples, like ``JAX_NUM_GENERATED_CASES``.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from lax import elementwise as ew, linalg, reductions, shapes
 from tracer import dtypes
 from tracer.interpreters import ad
 
-NUM_CASES = int(os.environ.get("TRACER_NUM_GENERATED_CASES", "3"))
+NUM_CASES = int(os.environ.get("TRACER_NUM_GENERATED_CASES", "5"))
 
 bool_ = np.dtype(np.bool_)
 i8, i16, i32, i64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
@@ -157,6 +157,15 @@ def rand_full_int():
             return r.random(shape) < 0.5
         info = np.iinfo(dt)
         return r.integers(info.min, info.max, shape, dtype=dt, endpoint=True)
+    return rng
+
+
+def rand_bits():
+    """Random bit patterns of any dtype (NaN payloads and subnormals included)."""
+    def rng(r, shape, dt):
+        dt = np.dtype(dt)
+        raw = r.integers(0, 256, tuple(shape) + (dt.itemsize,), dtype=np.uint8)
+        return raw.view(dt).reshape(shape) if dt != bool_ else raw[..., 0] % 2 == 1
     return rng
 
 
@@ -490,6 +499,9 @@ def _ref_dot_general(lhs, rhs, *, dimension_numbers, precision=None,
     out_dt = lhs.dtype if preferred_element_type is None else np.dtype(preferred_element_type)
     if lhs.dtype == bool_:
         return np.einsum(spec, lhs.astype(np.int64), rhs.astype(np.int64)) > 0
+    if _is_int(lhs.dtype) and out_dt.kind in "fc":
+        # Converted first, then contracted (exact for these small integers).
+        return np.einsum(spec, lhs.astype(np.float64), rhs.astype(np.float64)).astype(out_dt)
     if _is_int(lhs.dtype):
         # Integer products wrap in the result dtype: compute exactly, then wrap.
         r = np.einsum(spec, lhs.astype(object), rhs.astype(object)) if lhs.size and rhs.size \
@@ -829,7 +841,7 @@ R += [
              (C((2, 3), new_dtype=u8), C((3,), new_dtype=i16), C((2, 4), new_dtype=f32),
               C((3, 2), new_dtype=i64), C((3, 8), new_dtype=c128), C((4,), new_dtype=u32),
               C((0, 2), new_dtype=i32)),
-             (u8, i16, i32, u32, f32, f64, i64, c64), rand_full_int(), _ref_bitcast),
+             (u8, i16, i32, u32, f32, f64, i64, c64), rand_bits(), _ref_bitcast),
     OpRecord("reduce_precision",
              lambda x, exponent_bits, mantissa_bits: lax.reduce_precision(
                  x, exponent_bits, mantissa_bits),
