@@ -1199,7 +1199,9 @@ def edge_values(dt) -> np.ndarray:
         vals = [0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 1.5, 2.5, -2.5, 3.0, np.inf, -np.inf,
                 np.nan, float(fi.max), -float(fi.max), float(fi.tiny), float(fi.smallest_subnormal),
                 0.49999997]
-        return np.array(vals, dt)
+        out = np.array(vals + [0.0], dt)
+        out[-1] = -out[12]          # a NaN with its sign bit set (totalOrder puts it first)
+        return out
     re = np.array([0.0, -0.0, 1.0, -1.5, np.inf, np.nan], _real_of(dt))
     out = np.empty((len(re), len(re)), dt)   # not re + 1j * im: 1j * inf has a NaN real part
     out.real, out.imag = re[:, None], re[None, :]
