@@ -3,7 +3,9 @@ primitives in ``lowering/<family>.py`` (every module of this package is imported
 first ``jit``); a primitive with no rule still works under jit as a *host step* (its
 NumPy impl on whole arrays), and ``jitted.lower(...).as_text()`` says so.
 
-Four registries, tried in this order for an equation ``outs = prim[params] ins``:
+Four registries, tried in this order for an equation ``outs = prim[params] ins``; a rule
+that raises ``NotLowerable`` (say, for complex operands) passes the equation on to the
+next registry, and finally to a host step:
 
 1. ``scalar_exprs[prim]`` -- element-wise primitives; fused into their consumers.
    Either a function name (``"np.sin"``, ``"math.erf"``: called on the operands, result
@@ -17,9 +19,10 @@ Four registries, tried in this order for an equation ``outs = prim[params] ins``
    ``(ctx, idx, *operands, **params) -> Expr`` returning the output element at ``idx``
    (a tuple of int64 ``Expr``s), reading operand ``k`` with ``operands[k].read(index)``.
    Every index must be in bounds by construction (Numba does not check), whether or not
-   the loaded value is selected in the end: clamp with ``ctx.op("max"/"min", ...)``. Shape-dependent integers (sizes, starts)
-   must be ``ctx.iparam(value)`` or ``operand.dim(d)`` -- runtime values -- never Python
-   ints baked into the expression, so that kernels stay shape-generic.
+   the loaded value is selected in the end: clamp with ``ctx.op("max"/"min", ...)``.
+   Shape-dependent integers (sizes, starts) must be ``ctx.iparam(value)`` or
+   ``operand.dim(d)`` -- runtime values -- never Python ints baked into the expression,
+   so that kernels stay shape-generic (a new shape reuses the compiled kernel).
 
 3. ``reduction_rules[prim]`` -- ``(ctx, *in_avals, **params) -> ReductionSpec``: which
    axes are reduced, the accumulators (dtype, initial ``Expr``), the combine step and
@@ -50,9 +53,13 @@ Worked example -- a new element-wise primitive ``erfc_p`` (float operands)::
     scalar_exprs[erfc_p] = _erfc_lower
 
 A helper written in Python and callable from Numba (``numba.extending.register_jitable``)
-lives in a module under ``numba_backend/`` (Numba is only imported by the backend) and is
-referenced by name, e.g. ``ctx.call("numba_backend.scalar.int_div", x, y, dtype=...)``;
-the generated kernel imports it, and its source is hashed into the kernel's cache key.
+lives in a module that only the backend imports (``lax`` and ``lowering`` never import
+Numba) and is referenced by name: ``ctx.call("numba_backend.scalar.idiv_s", x, y,
+dtype=...)``. The generated kernel imports it, and the source of that module is hashed
+into the kernel's cache key (a changed helper never reuses a stale compiled kernel). A
+helper marked ``numba_backend.inliner.inline_source`` (straight-line code: assignments and
+a final return) is pasted into the loop instead of called, so the loop still vectorizes
+(``numba_backend.vecmath`` has exp/log/sin/cos this way).
 
 Dtype rules (the eager NumPy impl is the reference): operands arrive with their jaxpr
 dtypes; float16 values are carried as float32 rounded to float16 after every op (the
