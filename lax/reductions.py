@@ -413,39 +413,41 @@ def _reduce_abstract_eval(*avals, computation, dimensions):
             for a, v in zip(ops, inits)]
 
 
+def _run_scalar_jaxpr_np(closed, args):
+    """The computation's equations run by their NumPy impls on ``args`` (arrays)."""
+    jaxpr = closed.jaxpr
+    env = dict(zip(jaxpr.constvars, [np.asarray(c) for c in closed.consts]))
+    env.update(zip(jaxpr.invars, args))
+
+    def read(v):
+        return np.asarray(v.val) if type(v).__name__ == "Literal" else env[v]
+
+    for eqn in jaxpr.eqns:
+        outs = eqn.primitive.impl(*map(read, eqn.invars), **eqn.params)
+        outs = outs if eqn.primitive.multiple_results else [outs]
+        for v, o in zip(eqn.outvars, outs):
+            env[v] = np.asarray(o).astype(v.aval.dtype, copy=False)
+    return [read(v) for v in jaxpr.outvars]
+
+
 def _eval_computation_np(closed, xs, ys):
     """The scalar computation applied element-wise to NumPy arrays ``xs``, ``ys`` of one
-    shape: each equation's NumPy impl runs on whole arrays (element-wise primitives are
-    shape-agnostic); a computation with other primitives falls back to element by
-    element."""
-    jaxpr = closed.jaxpr
+    shape. Element-wise primitives are shape-agnostic, so the equations run once on whole
+    arrays; a computation whose results come out with another shape (it used a
+    non-element-wise primitive) is run element by element instead."""
     shape = np.shape(xs[0])
-    env = dict(zip(jaxpr.constvars, [np.asarray(c) for c in closed.consts]))
-    env.update(zip(jaxpr.invars, list(xs) + list(ys)))
-    read = lambda v: np.asarray(v.val) if type(v).__name__ == "Literal" else env[v]
     try:
-        for eqn in jaxpr.eqns:
-            outs = eqn.primitive.impl(*map(read, eqn.invars), **eqn.params)
-            outs = outs if eqn.primitive.multiple_results else [outs]
-            for v, o in zip(eqn.outvars, outs):
-                o = np.asarray(o)
-                if o.shape != np.broadcast_shapes(o.shape, shape) or o.shape != shape and \
-                        o.shape != ():
-                    raise ValueError("not element-wise")
-                env[v] = o.astype(v.aval.dtype, copy=False)
-        return [np.broadcast_to(read(v), shape).astype(v.aval.dtype) for v in jaxpr.outvars]
+        outs = _run_scalar_jaxpr_np(closed, list(xs) + list(ys))
+        if all(np.shape(o) in (shape, ()) for o in outs):
+            return [np.broadcast_to(o, shape).astype(v.aval.dtype)
+                    for o, v in zip(outs, closed.jaxpr.outvars)]
     except (ValueError, TypeError, IndexError):
         pass
-    outs = [np.empty(shape, v.aval.dtype) for v in jaxpr.outvars]
+    outs = [np.empty(shape, v.aval.dtype) for v in closed.jaxpr.outvars]
     for idx in np.ndindex(*shape):
-        env = dict(zip(jaxpr.constvars, [np.asarray(c) for c in closed.consts]))
-        env.update(zip(jaxpr.invars, [x[idx] for x in xs] + [y[idx] for y in ys]))
-        for eqn in jaxpr.eqns:
-            r = eqn.primitive.impl(*map(read, eqn.invars), **eqn.params)
-            for v, o in zip(eqn.outvars, r if eqn.primitive.multiple_results else [r]):
-                env[v] = np.asarray(o)
-        for o, v in zip(outs, jaxpr.outvars):
-            o[idx] = read(v)
+        for o, r in zip(outs, _run_scalar_jaxpr_np(closed, [x[idx] for x in xs] +
+                                                   [y[idx] for y in ys])):
+            o[idx] = r
     return outs
 
 

@@ -121,3 +121,12 @@ def test_bad_input():
     with pytest.raises(NotImplementedError, match="closes over a traced value"):
         tracer.grad(lambda w: lax.reduce(x, 0.0, lambda a, b: lax.add(a, lax.mul(b, w)),
                                          (0,)).sum())(2.0)
+
+
+def test_computation_with_non_elementwise_primitives():
+    # reshapes of scalars cannot run on whole arrays: the impl goes element by element
+    comp = lambda a, b: lax.reshape(lax.add(lax.reshape(a, (1,)), lax.reshape(b, (1,))), ())
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(lax.reduce(x, 0.0, comp, (1,))), [3.0, 12.0])
+    g = tracer.grad(lambda x: lax.reduce(x, 0.0, comp, (0, 1)))(x)
+    np.testing.assert_array_equal(np.asarray(g), np.ones((2, 3)))
