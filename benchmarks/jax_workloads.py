@@ -105,6 +105,9 @@ def run_all(names, quick):
                 c = jnp.add(a, b)
             return c
         res["eager_dispatch"] = _median(ops, a, a, repeat=3)
+    import jax_control_flow  # scan_rnn, while_ode
+    res.update(jax_control_flow.run_all(
+        [n for n in names if n in jax_control_flow.WORKLOADS], quick))
     return res
 
 
