@@ -21,9 +21,10 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
 
@@ -36,7 +37,36 @@ from tracer.jaxpr import Literal
 logger = logging.getLogger("tracer")
 STRICT = os.environ.get("TRACER_STRICT_LOWERING", "") not in ("", "0")
 
-_background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracer-compile")
+class _Background:
+    """One daemon thread compiling kernels in submission order. Daemon: a script that
+    exits while a compile is pending does not wait for it (Numba writes its cache files
+    atomically, so an abandoned compile leaves no damaged entry)."""
+
+    def __init__(self):
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn) -> Future:
+        fut: Future = Future()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tracer-compile",
+                                                daemon=True)
+                self._thread.start()
+        self._queue.put((fn, fut))
+        return fut
+
+    def _run(self):
+        while True:
+            fn, fut = self._queue.get()
+            try:
+                fut.set_result(fn())
+            except BaseException as e:   # reported through the future
+                fut.set_exception(e)
+
+
+_background = _Background()
 _F16 = np.dtype(np.float16)
 _U16 = np.dtype(np.uint16)
 
