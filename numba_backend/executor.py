@@ -37,6 +37,7 @@ from tracer.jaxpr import Literal
 logger = logging.getLogger("tracer")
 STRICT = os.environ.get("TRACER_STRICT_LOWERING", "") not in ("", "0")
 
+
 class _Background:
     """One daemon thread compiling kernels in submission order. Daemon: a script that
     exits while a compile is pending does not wait for it (Numba writes its cache files
