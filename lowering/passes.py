@@ -6,7 +6,9 @@
 - ``cse``: one equation per (primitive, operands, params);
 - ``fold_constants``: evaluate scalar equations of literals now (their NumPy impl);
 - ``simplify``: algebraic identities that are exact in IEEE arithmetic (x * 1, x - 0,
-  x / 1, neg(neg x), no-op converts/reshapes/transposes/broadcasts...).
+  x / 1, neg(neg x), no-op converts/reshapes/transposes/broadcasts...);
+- ``swap_transposed_dots``: ``transpose(dot_general(a, b))`` that only swaps the two
+  operands' free dims is ``dot_general(b, a)`` (BLAS writes the wanted layout; no copy).
 
 Output avals of the program are kept by the caller (a simplification may replace an
 output by a var with a different weak_type; the executor uses the original avals).
@@ -269,3 +271,48 @@ def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
         eqns.append(new)
     outvars = [read(a) for a in jaxpr.outvars]
     return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, outvars), closed.consts)
+
+
+# ------------------------------------ transposed dots ---------------------------------------
+
+def swap_transposed_dots(closed: ClosedJaxpr) -> ClosedJaxpr:
+    jaxpr = closed.jaxpr
+    uses: dict = {}
+    for e in jaxpr.eqns:
+        for a in e.invars:
+            if isinstance(a, Var):
+                uses[a] = uses.get(a, 0) + 1
+    for v in jaxpr.outvars:
+        if isinstance(v, Var):
+            uses[v] = uses.get(v, 0) + 1
+    producer = {e.outvars[0]: e for e in jaxpr.eqns if len(e.outvars) == 1}
+    replace: dict = {}      # id(dot eqn) -> None (dropped); id(transpose eqn) -> new eqn
+    for e in jaxpr.eqns:
+        if e.primitive.name != "transpose" or not isinstance(e.invars[0], Var):
+            continue
+        d = producer.get(e.invars[0])
+        if d is None or d.primitive.name != "dot_general" or uses.get(e.invars[0]) != 1:
+            continue
+        (lc, rc), (lb, rb) = d.params["dimension_numbers"]
+        lhs, rhs = d.invars
+        nb = len(lb)
+        nl = lhs.aval.ndim - len(lc) - nb
+        nr = rhs.aval.ndim - len(rc) - nb
+        want = tuple(range(nb)) + tuple(range(nb + nl, nb + nl + nr)) + tuple(range(nb, nb + nl))
+        if tuple(e.params["permutation"]) != want or nl == 0 or nr == 0:
+            continue
+        params = dict(d.params, dimension_numbers=((rc, lc), (rb, lb)))
+        replace[id(d)] = None
+        replace[id(e)] = JaxprEqn(d.primitive, [rhs, lhs], params, e.outvars)
+    if not replace:
+        return closed
+    eqns = []
+    for e in jaxpr.eqns:
+        if id(e) in replace:
+            if replace[id(e)] is not None:
+                eqns.append(replace[id(e)])
+        else:
+            eqns.append(e)
+    # the swapped dot takes the transpose's place: its operands are defined before it
+    return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars),
+                       closed.consts)

@@ -6,6 +6,7 @@
       -> cse              merge equal equations
       -> fold_constants   scalar equations of literals become literals
       -> simplify         exact algebraic identities (x * 1, x - 0, no-op reshapes...)
+      -> swap_transposed_dots   transpose(dot(a, b)) -> dot(b, a)
       -> dce              drop what the previous passes made dead
       -> fuse             group equations into kernels / library calls / host steps
       -> flatten          element-wise kernels over contiguous arrays: one flat loop
@@ -31,6 +32,7 @@ JAXPR_PASSES = (
     passes.cse,
     passes.fold_constants,
     passes.simplify,
+    passes.swap_transposed_dots,
     passes.dce,
 )
 
