@@ -178,3 +178,17 @@ def test_registry_interface_new_scalar_rule():
                    for n in ir.walk(step.kernel.stores[0].value))
     finally:
         del rules.scalar_exprs[p]
+
+
+def test_transposed_dot_becomes_a_swapped_dot():
+    a = np.random.default_rng(2).normal(size=(5, 3)).astype(np.float32)
+    b = np.random.default_rng(3).normal(size=(5, 4)).astype(np.float32)
+    closed = closed_of(lambda a, b: lax.transpose(lax.dot_general(a, b, (((0,), (0,)), ((), ()))),
+                                                  (1, 0)), a, b)
+    out = passes.swap_transposed_dots(closed)
+    assert prims(out) == ["dot_general"]
+    ((lc, rc), _) = out.jaxpr.eqns[0].params["dimension_numbers"]
+    assert (lc, rc) == ((0,), (0,)) and out.jaxpr.eqns[0].invars[0] is closed.jaxpr.invars[1]
+    x = eval_jaxpr(closed.jaxpr, closed.consts, a, b)[0]
+    y = eval_jaxpr(out.jaxpr, out.consts, a, b)[0]
+    np.testing.assert_allclose(np.asarray(y), np.asarray(x), rtol=1e-6)
