@@ -87,6 +87,20 @@ from lax.windowed import (batch_norm_grad, batch_norm_inference, batch_norm_trai
 from lax.windowed import (cumlogsumexp_p, cummax_p, cummin_p, cumprod_p, cumsum_p,
                           reduce_window_max_p, reduce_window_min_p, reduce_window_sum_p,
                           select_and_gather_add_p, select_and_scatter_add_p)
+from lax.helpers_extra import (
+    PrecisionLike, approx_max_k, approx_min_k, broadcast_like, broadcast_shapes,
+    conv_general_dilated_local, conv_transpose_shape_tuple, dtype, empty,
+    reduce_window_shape_tuple, scaled_dot, shape_as_value, split, stack, stage, unstack,
+    with_sharding_constraint)
+from lax.ragged import RaggedDotDimensionNumbers, ragged_dot, ragged_dot_general
+from lax.integer_ops import mulhi, mulhi_p
+from lax.tokens import (after_all, after_all_p, create_token, create_token_p, dce_sink,
+                        dce_sink_p)
+from lax.solves import custom_linear_solve, custom_root, linear_solve_p
+from lax.collectives import (all_to_all, all_to_all_p, axis_size, pbroadcast, pbroadcast_p,
+                             pcast, ppermute, ppermute_p, precv, precv_p, psend, psend_p,
+                             pshuffle, psum_scatter, pswapaxes, ragged_all_to_all,
+                             ragged_all_to_all_p, reduce_scatter_p)
 
 _initialized = True
 import tracer as _tracer  # noqa: E402

@@ -37,7 +37,8 @@ LINEAR_ELSEWHERE = {
     "dynamic_update_slice", "gather", "scatter", "scatter-add", "scatter-sub", "scatter-mul",
     "conv_general_dilated", "cond", "scan", "while", "optimization_barrier", "jit",
     "closed_call", "checkpoint", "name", "custom_lin", "custom_jvp_call", "custom_vjp_call",
-    "add_any",
+    "add_any", "ppermute", "pbroadcast", "reduce_scatter", "all_to_all",
+    "ragged_all_to_all", "custom_linear_solve",
 }
 
 # kind -> {primitive name: why it has no such rule}
@@ -49,11 +50,14 @@ ABSENT = {
         "pmin": "not differentiable in JAX either",
         "next_after": "piecewise constant in a bit pattern; JAX defines no jvp either",
         "igamma_grad_a": "only used inside igamma's jvp; JAX defines no jvp either",
+        "psend": "point-to-point transfer ordered by tokens; JAX defines no jvp either",
+        "precv": "point-to-point transfer ordered by tokens; JAX defines no jvp either",
     },
     "batching": {
         "iota": "nullary: no operand can carry a batch dimension",
         "rng_normal": "nullary (shape params only): never sees a batched operand",
         "rng_uniform": "nullary (shape params only): never sees a batched operand",
+        "create_token": "nullary: no operand can carry a batch dimension",
     },
 }
 
@@ -73,6 +77,9 @@ OWN_TESTS = {
     "tracer.api": "tests/test_jit.py",
     "tracer.interpreters.call": "tests/test_jit.py",
     "tracer.custom_derivatives": "tests/test_custom_derivatives.py",
+    "lax.integer_ops": "tests/lax/test_lax_extras.py",
+    "lax.tokens": "tests/lax/test_lax_extras.py",
+    "lax.solves": "tests/lax/test_lax_extras.py",
 }
 RECORD_EXEMPT = {"stop_gradient": "tests/test_autodiff.py"}
 

@@ -16,7 +16,7 @@ from collections import OrderedDict
 import numpy as np
 
 from tracer.config import config
-from tracer.core import Array, new_base_main
+from tracer.core import Array, Token, new_base_main
 from tracer.jaxpr import ClosedJaxpr, Literal, _Namer, _pp_eqn
 
 logger = logging.getLogger("tracer")
@@ -68,7 +68,8 @@ def run(closed: ClosedJaxpr, args, name: str):
 def run_arrays(closed: ClosedJaxpr, args, name: str):
     """``run``, returning Arrays with the jaxpr's output avals (weak types included)."""
     outs = run(closed, args, name)
-    return [Array(o, aval.weak_type) for o, aval in zip(outs, closed.out_avals)]
+    return [o if isinstance(o, Token) else Array(o, aval.weak_type)
+            for o, aval in zip(outs, closed.out_avals)]
 
 
 # ------------------------------------------ debug_nans ------------------------------------------

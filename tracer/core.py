@@ -114,8 +114,28 @@ class AbstractToken(AbstractValue):
     def __hash__(self):
         return hash("AbstractToken")
 
+    def at_least_vspace(self):
+        return self
+
+    def strip_weak_type(self):
+        return self
+
 
 abstract_token = AbstractToken()
+
+
+class Token:
+    """The concrete value of an ordering token (``lax.create_token``, ``lax.after_all``,
+    ``lax.psend``): it carries no data, only the order of effects in a program."""
+
+    __slots__ = ("__weakref__",)
+    aval = abstract_token
+
+    def __repr__(self):
+        return "Token()"
+
+    def block_until_ready(self):
+        return self
 
 
 class ShapeDtypeStruct:
@@ -560,6 +580,8 @@ def get_aval(x) -> ShapedArray:
         return ShapedArray((), dtypes.canonicalize_dtype(x.dtype), False)
     if isinstance(x, (ShapedArray, AbstractToken)):
         return x
+    if isinstance(x, Token):
+        return abstract_token
     if isinstance(x, ShapeDtypeStruct):
         return x.aval
     if x is None or isinstance(x, (str, bytes)):
@@ -595,6 +617,8 @@ def to_numpy(x) -> np.ndarray:
         if v is None:
             raise TracerArrayConversionError(x)
         return to_numpy(v)
+    if isinstance(x, Token):
+        return x  # impls of token primitives take and return Tokens
     arr = np.asarray(x)
     if arr.dtype == object:
         raise TypeError(f"value of type {type(x).__name__} is not a valid array value")

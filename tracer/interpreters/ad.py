@@ -45,7 +45,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tracer import dtypes
+from tracer import core, dtypes
 from tracer.core import (Array, Primitive, ShapedArray, Trace, Tracer, full_lower, full_raise,
                          get_aval, new_main, safe_map, safe_zip)
 from tracer.interpreters import batching
@@ -94,6 +94,8 @@ def is_undefined_primal(x) -> bool:
 
 def zeros_like_aval(aval):
     """A materialized zero of ``aval`` (traceable: a broadcast of a scalar)."""
+    if isinstance(aval, core.AbstractToken):  # a token's "zero" tangent is a token
+        return core.Token()
     if aval.dtype == dtypes.float0:
         return Array(np.zeros(aval.shape, dtypes.float0))
     import lax  # lax registers its rules with us; the import is deferred to break the cycle
