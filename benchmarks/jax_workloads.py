@@ -108,6 +108,8 @@ def run_all(names, quick):
     import jax_control_flow  # scan_rnn, while_ode
     res.update(jax_control_flow.run_all(
         [n for n in names if n in jax_control_flow.WORKLOADS], quick))
+    import jax_conv  # conv2d, maxpool
+    res.update(jax_conv.run_all([n for n in names if n in jax_conv.WORKLOADS], quick))
     return res
 
 

@@ -242,3 +242,7 @@ WORKLOADS = {
 from control_flow_workloads import CONTROL_FLOW_WORKLOADS  # noqa: E402  (scan_rnn, while_ode)
 
 WORKLOADS.update(CONTROL_FLOW_WORKLOADS)
+
+from conv_workloads import CONV_WORKLOADS  # noqa: E402  (conv2d, maxpool)
+
+WORKLOADS.update(CONV_WORKLOADS)
