@@ -183,8 +183,27 @@ class _Gen:
         ip, fp = self.fresh("ip"), self.fresh("fp")
         self.prologue.append(f"{ip} = IP[{i0}:{i1}]")
         self.prologue.append(f"{fp} = FP[{f0}:{f1}]")
-        args = [env[x] for x in step.ins] + outs + [ip, fp]
-        self.line(f"{name}({', '.join(args)})")
+        args = [env[x] for x in step.ins] + outs
+        if getattr(step, "flat", False):
+            # one flat loop over C-contiguous arrays: raveled views (as the executor does)
+            args = [self.flat_view(v, prog.buffers[x])
+                    for v, x in zip(args, list(step.ins) + list(step.outs))]
+        call = f"{name}({', '.join(args + [ip, fp])})"
+        k = step.kernel
+        if k.reductions or k.ndim == 0:
+            self.line(call)
+        else:
+            # An empty iteration space without reductions writes nothing; running it could
+            # still evaluate loop-invariant loads hoisted out of the (empty) loops.
+            with self.em.block(f"if {' and '.join(f'{ip}[{d}] != 0' for d in range(k.ndim))}:"):
+                self.line(call)
+
+    def flat_view(self, var, aval) -> str:
+        if aval.ndim <= 1:
+            return var
+        v = self.fresh("f")
+        self.line(f"{v} = {var}.reshape({self.dims((aval.size,))})")
+        return v
 
     def kernel_global(self, kernel) -> str:
         src = codegen.generate(kernel, self.flags)
@@ -352,10 +371,28 @@ def _dot_helper(lhs_a, rhs_a, out_a, dimension_numbers):
         if direct and len(lc) == 1:
             a = "lhs" if lhs_a.ndim == 1 or lperm == (0, 1) else "lhs.T"
             b = "rhs" if rhs_a.ndim == 1 or rperm == (0, 1) else "rhs.T"
-            if out_a.ndim == 0:
-                em.line(f"out[()] = np.dot({a}, {b})")
-            else:
-                em.line(f"np.dot({a}, {b}, out)")
+            # A single contracted element (an outer product): BLAS GEMM with k = 1 is
+            # slow; the loop gives the same exact products.
+            with em.block(f"if lhs.shape[{lc[0]}] == 1:"):
+                li = {lc[0]: "0"}
+                if lfree:
+                    li[lfree[0]] = "m"
+                ri = {rc[0]: "0"}
+                if rfree:
+                    ri[rfree[0]] = "n"
+                lhs_el = f"lhs[{', '.join(li[d] for d in range(lhs_a.ndim))}]"
+                rhs_el = f"rhs[{', '.join(ri[d] for d in range(rhs_a.ndim))}]"
+                out_idx = ", ".join((["m"] if lfree else []) + (["n"] if rfree else [])) or "()"
+                m_n = f"lhs.shape[{lfree[0]}]" if lfree else "1"
+                n_n = f"rhs.shape[{rfree[0]}]" if rfree else "1"
+                with em.block(f"for m in range({m_n}):"):
+                    with em.block(f"for n in range({n_n}):"):
+                        em.line(f"out[{out_idx}] = {lhs_el} * {rhs_el}")
+            with em.block("else:"):
+                if out_a.ndim == 0:
+                    em.line(f"out[()] = np.dot({a}, {b})")
+                else:
+                    em.line(f"np.dot({a}, {b}, out)")
         elif direct and not lc and lhs_a.ndim == 1 and rhs_a.ndim == 1:
             with em.block("for m in range(lhs.shape[0]):"):
                 with em.block("for n in range(rhs.shape[0]):"):

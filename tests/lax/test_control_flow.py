@@ -984,3 +984,23 @@ def test_platform_dependent():
         lax.platform_dependent(1.0, cuda=lambda x: x)
     with pytest.raises(TypeError, match="unknown platform 'gpu'"):
         lax.platform_dependent(1.0, gpu=lambda x: x)
+
+
+@pytest.mark.parametrize("ls,rs,dn", [
+    ((3, 1), (1, 4), (((1,), (0,)), ((), ()))), ((1, 3), (1, 4), (((0,), (0,)), ((), ()))),
+    ((3, 1), (4, 1), (((1,), (1,)), ((), ()))), ((1,), (1, 4), (((0,), (0,)), ((), ()))),
+    ((3, 1), (1,), (((1,), (0,)), ((), ()))), ((1,), (1,), (((0,), (0,)), ((), ()))),
+    ((3, 5), (5, 4), (((1,), (0,)), ((), ()))), ((5, 3), (4, 5), (((0,), (1,)), ((), ()))),
+    ((2, 3, 5), (2, 5, 4), (((2,), (1,)), ((0,), (0,)))), ((3,), (4,), (((), ()), ((), ())))])
+def test_compiled_loop_dot_general(rng, ls, rs, dn):
+    # dot_general inside a compiled loop (BLAS, outer products, batched), accumulated into
+    # a multi-dimensional carry.
+    a, b = rng.standard_normal(ls), rng.standard_normal(rs)
+
+    def f(a, b):
+        shape = lax.dot_general(a, b, dn).shape
+        return lax.scan(lambda c, _: (c * 0.5 + lax.dot_general(a, b, dn), None),
+                        tnp.zeros(shape), None, length=3)[0]
+
+    np.testing.assert_allclose(tracer.jit(f)(a, b), f(a, b), rtol=1e-13, atol=1e-15)
+    assert "def driver(" in _driver_text(f, a, b)
