@@ -1,4 +1,6 @@
-"""Collectives over named axes: psum, pmean, pmax, pmin, all_gather, axis_index.
+"""Collectives over named axes: psum, pmean, pmax, pmin, all_gather, axis_index, axis_size,
+and the permuting/scattering ones (ppermute, pshuffle, pbroadcast, psum_scatter,
+all_to_all, pswapaxes, psend/precv, ragged_all_to_all, pcast) further down.
 
 XLA's AllReduce / CrossReplicaSum / AllGather / ReplicaId (spec sections of those names)
 run across replicas; here the "replicas" are the members of a ``vmap`` with an

@@ -111,6 +111,11 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
         else:
             vecmat = _transpose_linear(matvec, b_tree, b_avals)
         vm, vm_consts, _ = traced(vecmat, "the transpose of matvec", False)
+        if not symmetric:
+            # the solver calls the traced (dead-code-free) transpose, not the vjp itself
+            def vecmat(y, vm=vm, vm_consts=vm_consts):
+                y_leaves, _ = tree_flatten(y)
+                return tree_unflatten(b_tree, _run(vm, [*vm_consts, *y_leaves]))
         tsv, tsv_consts, tout_tree = traced(functools.partial(transpose_solve, vecmat),
                                             "transpose_solve", has_aux)
         if tout_tree != out_tree:

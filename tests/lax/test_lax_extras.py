@@ -524,6 +524,11 @@ def test_custom_linear_solve_vmap_jit_pytrees_aux(rng):
     check_jit(_lsolve, (a, b), rtol=1e-12, atol=1e-13)
     closed = tracer.make_jaxpr(_lsolve)(a, b)
     assert _eqns(closed) == ["custom_linear_solve"]
+    # under jit only solve is left: it is inlined and compiled (no host step)
+    text = tracer.jit(_lsolve).lower(a, b).as_text()
+    assert "host_step" not in text and "while[" in text.split("# optimized jaxpr")[1]
+    g = tracer.grad(lambda a, b: tnp.sum(_lsolve(a, b) ** 2), argnums=(0, 1))
+    check_jit(g, (a, b), rtol=1e-10, atol=1e-12)
     # pytree right-hand sides, symmetric=True (the matrix is built symmetric from q, so
     # perturbations keep it symmetric), has_aux
     def f(q, u, v):
