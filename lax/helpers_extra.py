@@ -246,12 +246,10 @@ def _approx_k(fname, operand, k, reduction_dimension, recall_target, is_max_k,
     else:
         # ascending stable sort: ties keep the lower index, NaN last (never among the
         # smallest unless there are fewer than k numbers)
-        n = aval.shape[dim]
         iota = shapes.broadcasted_iota(dtypes.int32, get_aval(x).shape, last)
         vals, idx = sort((x, iota), dimension=last, num_keys=1)
         vals = shapes.slice_in_dim(vals, 0, k, axis=last)
         idx = shapes.slice_in_dim(idx, 0, k, axis=last)
-        del n
     if dim != last:
         inv = tuple(int(i) for i in np.argsort(perm))
         vals, idx = shapes.transpose(vals, inv), shapes.transpose(idx, inv)
