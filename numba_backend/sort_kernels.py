@@ -8,8 +8,10 @@ complex numbers give two keys), so one compiled specialisation serves every dtyp
 - ``sort_perm(keys, perm)``: ``keys`` (nk, R, n); writes each row's stable
   lexicographic sort permutation into ``perm`` (R, n): (key, index) pairs sorted by a
   stable LSD radix sort (long rows) or a bottom-up merge sort over insertion-sorted runs
-  (short rows), one stable pass per key from the last key to the first. Equal keys keep their order (stable), so the permutation is the
-  unique one the eager impl's stable argsort/lexsort gives.
+  (short rows), one stable pass per key from the last key to the first. Equal keys keep
+  their order (stable), so the permutation is the unique one the eager impl's stable
+  argsort/lexsort gives.
+- ``float_keys``: the order keys of floats, from their bit patterns.
 - ``top_k_rows(keys, k, out)``: ``keys`` (R, n); the indices of the k largest keys per row
   in descending order, ties to the lower index first (a sorted insertion buffer; for large
   k the caller sorts instead).
