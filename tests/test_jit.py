@@ -465,3 +465,18 @@ def test_disk_cache_shared_across_processes(tmp_path):
     out = subprocess.run([sys.executable, "-c", _SUBPROCESS], env=env, cwd=root,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
+
+
+def test_bad_input_errors():
+    f = tracer.jit(lambda x, n: x * n, static_argnums=1)
+    with pytest.raises(TypeError, match="not hashable"):
+        f(np.ones(2), [1, 2])
+
+    def g(x):
+        if x[0] > 0:        # data-dependent Python control flow
+            return x
+        return -x
+    with pytest.raises(tracer.errors.ConcretizationTypeError):
+        tracer.jit(g)(np.ones(2))
+    with pytest.raises(TypeError, match="not a valid array type"):
+        tracer.jit(lambda x: x)("a string")
