@@ -44,6 +44,8 @@ def _sort_perm(keys, axis):
     n = shape[-1] if shape else 1
     if len(cols) == 1:
         return np.argsort(cols[0], axis=-1, kind="stable")
+    if cols[0].size == 0:
+        return np.zeros(cols[0].shape, np.int64)
     flat = [c.reshape(-1, n) for c in cols]
     perm = np.empty((flat[0].shape[0], n), np.int64)
     for r in range(flat[0].shape[0]):

@@ -356,6 +356,8 @@ def _sas_abstract_eval(source, operand, *, select_ge, window_dimensions, window_
 
 def _sas_impl(source, operand, *, select_ge, window_dimensions, window_strides, padding,
               base_dilation, window_dilation):
+    if operand.ndim == 0:  # one window holding the one element
+        return np.array(source, copy=True)
     result = np.zeros(operand.shape, source.dtype)
     base, valid, out = _sgs_impl_common(source.shape, operand, select_ge, window_dimensions,
                                         window_strides, padding, base_dilation,
@@ -378,6 +380,8 @@ def _sga_abstract_eval(tangent, operand, *, select_ge, window_dimensions, window
 
 def _sga_impl(tangent, operand, *, select_ge, window_dimensions, window_strides, padding,
               base_dilation, window_dilation):
+    if operand.ndim == 0:
+        return np.array(tangent, copy=True)
     base, valid, out = _sgs_impl_common(None, operand, select_ge, window_dimensions,
                                         window_strides, padding, base_dilation,
                                         window_dilation)
