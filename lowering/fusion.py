@@ -23,7 +23,8 @@ import numpy as np
 
 from lowering import ir
 from lowering.ir import (INDEX, AccRef, Const, FParam, HostStep, IParam, Kernel, KernelArg,
-                         KernelStep, LibraryCall, Load, LoopIndex, Program, Reduction, Store)
+                         KernelStep, LibraryCall, Load, LoopIndex, PartRef, Program,
+                         Reduction, Store)
 from lowering.rules import (CALL_COST, ExprContext, NotLowerable, Operand, StructuredContext,
                             lowering_rules, python_scalar, reduction_rules, remap_rules,
                             scalar_exprs)
@@ -163,6 +164,10 @@ class _KernelBuilder:
         outer = bool(rd) and rd != tuple(range(self.ndim - len(rd), self.ndim))
         if outer:   # prange only over a leading kept dim (accumulators indexed by it)
             kept = [0] if 0 not in rd else []
+        # a reduction over everything runs its parallel variant in chunks when every
+        # reduction can merge partial results
+        chunked = bool(self.reductions) and not kept and self.ndim > 0 and not outer and \
+            all(r.merge for r in self.reductions)
         k = Kernel(inputs=tuple(KernelArg(np.dtype(a.dtype), len(a.shape))
                                 for a in self.input_avals),
                    outputs=tuple(KernelArg(np.dtype(a.dtype), len(a.shape))
@@ -170,8 +175,9 @@ class _KernelBuilder:
                    ndim=self.ndim, reduce_dims=self.reduce_dims, stores=tuple(self.stores),
                    reductions=tuple(self.reductions), n_iparams=len(self.iparams),
                    fparam_dtypes=tuple(self.fparam_dtypes),
-                   parallel_dim=kept[0] if kept else None,
-                   param_labels=tuple(self.labels), fast_reassoc=self.reassoc)
+                   parallel_dim=kept[0] if kept else (0 if chunked else None),
+                   param_labels=tuple(self.labels), fast_reassoc=self.reassoc,
+                   chunked=chunked)
         return KernelStep(k, tuple(self.inputs), tuple(self.outputs), tuple(self.iparams),
                           tuple(self.fparams), "\n".join(self.texts))
 
@@ -439,9 +445,14 @@ class _Fuser(StructuredContext):
                 finals = spec2.finals(ctx, accs)
             else:
                 finals = [accs[r] for r in spec2.results]
+            merge = ()
+            if spec2.merge is not None:
+                parts = [PartRef(base + j, np.dtype(dt))
+                         for j, dt in enumerate(spec2.acc_dtypes)]
+                merge = tuple(spec2.merge(ctx, accs, parts))
             kb.reductions.append(Reduction(tuple(outs), tuple(spec2.init), tuple(combine),
                                            tuple(np.dtype(d) for d in spec2.acc_dtypes),
-                                           tuple(finals), text))
+                                           tuple(finals), text, merge))
             kb.n_acc += len(spec2.acc_dtypes)
             kb.reassoc = kb.reassoc or spec2.reassoc
             kb.texts.append(text)

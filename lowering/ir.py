@@ -207,6 +207,16 @@ class AccRef(Expr):
         return (self.slot, self.dtype.str)
 
 
+@dataclass(frozen=True, eq=False)
+class PartRef(Expr):
+    """A partial accumulator of another chunk, in a reduction's ``merge``."""
+    slot: int
+    dtype: np.dtype
+
+    def _key(self):
+        return (self.slot, self.dtype.str)
+
+
 def index_op(op: str, a: Expr, b: Expr) -> Expr:
     """An int64 index op with the trivial identities folded (i + 0, i * 1, ...)."""
     if isinstance(a, Const) and isinstance(b, Const):
@@ -306,13 +316,16 @@ class Reduction:
     ``acc_dtypes``) start at ``init[k]``; each iteration sets ``acc[k] = combine[k]``
     (expressions of ``AccRef(k)`` and the loop's values, evaluated all at once); at the end
     ``outputs[outs[j]][kept index] = finals[j]`` (an expression of the ``AccRef``s, often
-    just one of them) cast to the output dtype."""
+    just one of them) cast to the output dtype. ``merge`` (optional): the accumulators
+    combined with another chunk's partial ones (``PartRef``), which lets a reduction over
+    everything run in parallel chunks (a fixed number of them: deterministic)."""
     outs: tuple
     init: tuple
     combine: tuple
     acc_dtypes: tuple
     finals: tuple
     origin: str = field(default="", compare=False)
+    merge: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -336,6 +349,7 @@ class Kernel:
     parallel_dim: int | None = None
     param_labels: tuple = ()
     fast_reassoc: bool = False
+    chunked: bool = False      # a full reduction whose parallel variant runs in chunks
 
     @property
     def kept_dims(self):
@@ -466,7 +480,9 @@ def pp_kernel(k: Kernel, indent: str = "  ") -> str:
     head = [f"kernel({ins}) -> ({outs})",
             f"{indent}space: {k.ndim} dims (extents p0..p{k.ndim - 1})"
             + (f", reduce dims {tuple(k.reduce_dims)}" if k.reduce_dims else "")
-            + (f", parallel over dim {k.parallel_dim}" if k.parallel_dim is not None else "")]
+            + (f", parallel over dim {k.parallel_dim}" if k.parallel_dim is not None
+               and not k.chunked else "")
+            + (", parallel in chunks" if k.chunked else "")]
     for s in k.stores:
         lines.append(f"{indent}out{s.out}[i] = {pp_expr(s.value, names)}")
     base = 0

@@ -29,9 +29,12 @@ def _monoid(op, identity):
         def combine(ctx, accs, v, idx):
             return [ctx.op(op, accs[0], ctx.cast(v, acc_dt))]
 
+        def merge(ctx, accs, parts):
+            return [ctx.op(op, accs[0], parts[0])]
+
         return ReductionSpec(axes=tuple(axes), acc_dtypes=(acc_dt,),
                              init=[ctx.const(identity(dt), acc_dt)], combine=combine,
-                             reassoc=op in ("add", "mul") and dt.kind in "fc")
+                             reassoc=op in ("add", "mul") and dt.kind in "fc", merge=merge)
     return rule
 
 
@@ -68,9 +71,12 @@ def _float_minmax(op, fallback):
             return [ctx.call(f"numba_backend.scalar.unkey_f{bits}", accs[0],
                              dtype=np.float64 if bits == 64 else np.float32)]
 
+        def merge(ctx, accs, parts):
+            return [ctx.op(op, accs[0], parts[0])]
+
         return ReductionSpec(axes=tuple(axes), acc_dtypes=(key_dt,),
                              init=[ctx.const(start_key, key_dt)], combine=combine,
-                             finals=finals)
+                             finals=finals, merge=merge)
     return rule
 
 

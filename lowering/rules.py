@@ -212,6 +212,8 @@ class ReductionSpec:
     ``finals(ctx, accs) -> [Expr]`` computes the outputs from the final accumulators.
     ``reassoc``: the combine may be reordered (sums/products of floats: lets LLVM
     vectorize; results then differ from NumPy's pairwise order by rounding only).
+    ``merge(ctx, accs, parts) -> [Expr]``: combine the accumulators with another chunk's
+    (``parts``, earlier chunks first): a reduction over all dims then runs in parallel.
     """
     axes: tuple
     acc_dtypes: tuple
@@ -220,6 +222,7 @@ class ReductionSpec:
     results: tuple = (0,)
     reassoc: bool = False
     finals: Callable | None = None
+    merge: Callable | None = None
 
 
 # --------------------------------- structured rules --------------------------------------

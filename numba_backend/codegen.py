@@ -29,10 +29,11 @@ from contextlib import contextmanager
 import numpy as np
 
 from numba_backend import inliner
-from lowering.ir import (AccRef, Call, Const, FParam, IParam, Kernel, Load, LoopIndex,
+from lowering.ir import (AccRef, Call, Const, FParam, IParam, Kernel, Load, LoopIndex, PartRef,
                          Op, children, walk)
 
 RT = "rt"      # alias of numba_backend.scalar in generated code
+CHUNKS = 64    # chunks of a parallel reduction over everything
 F16 = np.dtype(np.float16)
 
 
@@ -494,11 +495,43 @@ class _KernelGen:
             self._emit_loops(em, blocks, expr, 0, parallel)
             self._emit_kept_loops(em, 0, lambda: self._emit_acc_final(em, expr))
             return
+        if k.reductions and self.n_kept == 0 and parallel and k.chunked:
+            self._emit_chunked(em, blocks, expr)
+            return
         if k.reductions and self.n_kept == 0:
             self._emit_acc_init(em, expr)
         self._emit_loops(em, blocks, expr, 0, parallel)
         if k.reductions and self.n_kept == 0:
             self._emit_acc_final(em, expr)
+
+    def _emit_chunked(self, em, blocks, expr):
+        """A reduction over everything, in parallel: a fixed number of chunks of the
+        outermost loop (so the result does not depend on the thread count), each reduced
+        on its own, then the partial accumulators merged in chunk order."""
+        k = self.k
+        d0 = self.order[0]
+        dts = [dt for r in k.reductions for dt in r.acc_dtypes]
+        em.line(f"nch = n{d0} if n{d0} < {CHUNKS} else {CHUNKS}")
+        for j, dt in enumerate(dts):
+            em.line(f"part{j} = np.empty(nch, {np_name(dt)})")
+        with em.block("for c in prange(nch):"):
+            em.line(f"lo = (c * n{d0}) // nch")
+            em.line(f"hi = ((c + 1) * n{d0}) // nch")
+            self._emit_acc_init(em, expr)
+            with em.block(f"for i{d0} in range(lo, hi):"):
+                for line in blocks[1]:
+                    em.line(line)
+                self._emit_loops(em, blocks, expr, 1, False)
+            for j in range(len(dts)):
+                em.line(f"part{j}[c] = acc{j}")
+        self._emit_acc_init(em, expr)
+        with em.block("for c in range(nch):"):
+            merged = [(f"acc{j}", m) for j, m in
+                      enumerate(m for r in k.reductions for m in r.merge)]
+            em.line(", ".join(n for n, _ in merged) + " = " +
+                    ", ".join(cast_code(self._final_code(m), m.dtype, dt)
+                              for (_, m), dt in zip(merged, dts)))
+        self._emit_acc_final(em, expr)
 
     def _emit_kept_loops(self, em, j, body):
         kept = self.k.kept_dims
@@ -586,6 +619,8 @@ class _KernelGen:
         written inline, no temporaries)."""
         if isinstance(n, AccRef):
             return self._acc(n.slot)
+        if isinstance(n, PartRef):
+            return f"part{n.slot}[c]"
         if isinstance(n, Const):
             return str(int(n.value)) if n.dtype == np.int64 else const_code(n.value, n.dtype)
         if isinstance(n, IParam):

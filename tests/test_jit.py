@@ -427,11 +427,21 @@ def test_transformations_of_jit():
 
 def test_parallel_variant_matches_serial():
     f = lambda x: (tnp.sum(tnp.exp(x), axis=1), x * 2.0 + 1.0)
+    # reductions over everything run in a fixed number of chunks, merged in order
+    g = lambda x: (tnp.sum(x * 2.0), tnp.max(x), tnp.min(x[::-1]), x - 1.0)
     x = np.random.default_rng(8).normal(size=(64, 33))
+    x[7, 5] = np.nan
     old = tracer.config.parallel_threshold
     tracer.config.update("parallel_threshold", 1)
     try:
         check_jit(f, (x,), rtol=1e-13)
+        check_jit(g, (x,), rtol=1e-13)
+        first = [np.asarray(r) for r in tracer.jit(g)(x)]
+        again = [np.asarray(r) for r in tracer.jit(g)(x)]   # deterministic
+        for a, b in zip(first, again):
+            np.testing.assert_array_equal(a, b)
+        src = tracer.jit(g).lower(x)._executable().sources[0].text
+        assert "prange(nch)" in src
     finally:
         tracer.config.update("parallel_threshold", old)
 
