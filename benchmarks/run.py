@@ -121,7 +121,8 @@ def first_call_latency(quick):
     batch, batch2 = (32, 48) if quick else (128, 100)
     code = FIRST_CALL.format(root=ROOT, bench=bench, batch=batch, batch2=batch2)
     res = {}
-    runs = [("cold", "sync", "a"), ("warm", "sync", "a"), ("cold, async tier", "async", "b")]
+    runs = [("cold cache", "sync", "a"), ("warm cache", "sync", "a"),
+            ("cold cache, async tier", "async", "b")]
     with tempfile.TemporaryDirectory() as d:
         for label, mode, sub in runs:
             env = dict(os.environ, TRACER_CACHE_DIR=os.path.join(d, sub),
@@ -173,7 +174,7 @@ def main(argv=None):
         res = first_call_latency(args.quick)
         for label in res:
             r = res[label]
-            print(f"first call mlp_train_step ({label} cache): import {r['import']:.2f}s, "
+            print(f"first call mlp_train_step ({label}): import {r['import']:.2f}s, "
                   f"first call {r['first_call']:.2f}s, new batch size {r['new_batch'] * 1e3:.1f}ms")
         rows.append(dict(name="first_call", **res))
     return rows
