@@ -58,6 +58,23 @@ def median_time(fn, *args, repeat=7, min_time=0.0):
     return float(np.median(times))
 
 
+def interleaved_medians(fns, repeat):
+    """Median times of several functions measured in turns (A B A B ...), so that the
+    load of a shared machine weighs on all of them alike."""
+    for fn, a in fns:
+        if fn is not None:
+            _block(fn(*a))      # warm up (and compile)
+    times = [[] for _ in fns]
+    for _ in range(repeat):
+        for k, (fn, a) in enumerate(fns):
+            if fn is None:
+                continue
+            t0 = time.perf_counter()
+            _block(fn(*a))
+            times[k].append(time.perf_counter() - t0)
+    return [float(np.median(t)) if t else None for t in times]
+
+
 def _block(out):
     if isinstance(out, (list, tuple)):
         for o in out:
@@ -160,8 +177,8 @@ def main(argv=None):
             continue
         w = workloads.WORKLOADS[name](args.quick)
         np_args = getattr(w, "args_np", w.args)
-        t_np = median_time(w.numpy_fn, *np_args, repeat=args.repeat) if w.numpy_fn else None
-        t_jit = median_time(w.tracer_fn, *w.args, repeat=args.repeat)
+        t_np, t_jit = interleaved_medians([(w.numpy_fn, np_args), (w.tracer_fn, w.args)],
+                                          args.repeat)
         if w.check is not None:
             w.check(w.numpy_fn(*np_args), w.tracer_fn(*w.args))
         t_jax = jax_times.get(name)
