@@ -49,7 +49,7 @@ from tracer.numpy.reductions import (allclose, array_equal, array_equiv, average
                                      nanmean, nanmin, nanprod, nanstd, nansum, nanvar)
 from tracer.numpy.manipulation import (append, apply_along_axis, apply_over_axes,
                                        array_split, astype, block, copy, cross, delete, diag,
-                                       diagflat, diff, dsplit, ediff1d, fill_diagonal, hsplit,
+                                       diagflat, diagonal, diff, dsplit, ediff1d, fill_diagonal, hsplit,
                                        insert, kron, matvec, pad, piecewise, resize, roll,
                                        rollaxis, rot90, split, trace, tril, triu, trim_zeros,
                                        unstack, vecmat, vsplit)

@@ -123,6 +123,50 @@ _methods = {
     "argmax": reductions.argmax, "argmin": reductions.argmin, "ptp": reductions.ptp,
     "dot": manipulation.dot, "repeat": manipulation.repeat,
 }
+
+
+def _lazy(name):
+    """A method forwarding to ``tracer.numpy.<name>`` (resolved at call time: those
+    functions live in modules imported after this one)."""
+    def method(self, *args, **kwargs):
+        import tracer.numpy as tnp
+        return getattr(tnp, name)(self, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = f"Same as ``tracer.numpy.{name}(self, ...)``."
+    return method
+
+
+for _name in ("argpartition", "argsort", "choose", "compress", "cumprod", "cumsum",
+              "diagonal", "nonzero", "searchsorted", "sort", "take", "trace"):
+    _methods[_name] = _lazy(_name)
+
+
+def _view(self, dtype=None, type=None):
+    """``x.view(dtype)``: reinterpret the bits (lax.bitcast_convert_type along the last
+    axis for different widths, as NumPy's view does)."""
+    if type is not None:
+        raise NotImplementedError("view(type=...) is not supported")
+    if dtype is None:
+        return self
+    import numpy as _np
+    new = _np.dtype(dtype)
+    old = self.dtype
+    if new.itemsize == old.itemsize:
+        return lax.bitcast_convert_type(self, new)
+    if self.ndim == 0:
+        raise ValueError("view: changing the itemsize of a 0-d array is not supported")
+    if new.itemsize < old.itemsize:
+        out = lax.bitcast_convert_type(self, new)          # (..., n, ratio)
+        return manipulation.reshape(out, self.shape[:-1] + (-1,))
+    ratio = new.itemsize // old.itemsize
+    if self.shape[-1] % ratio:
+        raise ValueError(f"view: the last axis ({self.shape[-1]}) must be divisible by "
+                         f"{ratio} to view {old} as {new}")
+    x = manipulation.reshape(self, self.shape[:-1] + (self.shape[-1] // ratio, ratio))
+    return lax.bitcast_convert_type(x, new)
+
+
+_methods["view"] = _view
 _properties = {"T": _T, "mT": _mT, "real": _real, "imag": _imag, "at": _at}
 
 

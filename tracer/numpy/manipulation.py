@@ -938,6 +938,13 @@ def diag(v, k=0):
     raise ValueError(f"diag: input must be 1-D or 2-D, got shape {_aval(v).shape}")
 
 
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    """``numpy.diagonal``: the ``offset`` diagonal of the (axis1, axis2) planes, moved to
+    the last axis (length max(0, min(n, m - offset)) for offset >= 0). A strided slice
+    of the flattened plane, so it differentiates and batches like any slice."""
+    return _diagonal(as_operand(a, "diagonal"), operator.index(offset), axis1, axis2)
+
+
 def diagflat(v, k=0):
     """``numpy.diagflat``: the flattened ``v`` on the k-th diagonal of a 2-D array."""
     return diag(ravel(as_operand(v, "diagflat")), k)
