@@ -241,3 +241,94 @@ rng_normal_p.def_impl(lambda mu, sigma, *, shape: _global_rng.normal(
     float(mu), float(sigma), size=shape).astype(mu.dtype))
 ad.defjvp_zero(rng_normal_p)
 pe.effectful_primitives.add(rng_normal_p)
+
+
+# ------------------------------ the normal sampler's erf_inv -------------------------------
+# JAX samples normals as sqrt(2) * erf_inv(u). To give the same bits, the inverse error
+# function here is the one XLA evaluates: M. Giles, "Approximating the erfinv function"
+# (GPU Computing Gems, 2011) -- single precision: two polynomial branches in
+# w = -log1p(-x^2); double precision: three -- evaluated by Horner's rule with fused
+# multiply-adds (emulated: float32 steps in float64, float64 steps in long double).
+# lax.erf_inv remains the more accurate general-purpose function.
+
+_GILES32 = (
+    (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+     -0.00125372503, -0.00417768164, 0.246640727, 1.50140941),
+    (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+     -0.0076224613, 0.00943887047, 1.00167406, 2.83297682))
+_GILES64 = (
+    (-3.6444120640178196996e-21, -1.685059138182016589e-19, 1.2858480715256400167e-18,
+     1.115787767802518096e-17, -1.333171662854620906e-16, 2.0972767875968561637e-17,
+     6.6376381343583238325e-15, -4.0545662729752068639e-14, -8.1519341976054721522e-14,
+     2.6335093153082322977e-12, -1.2975133253453532498e-11, -5.4154120542946279317e-11,
+     1.051212273321532285e-09, -4.1126339803469836976e-09, -2.9070369957882005086e-08,
+     4.2347877827932403518e-07, -1.3654692000834678645e-06, -1.3882523362786468719e-05,
+     0.0001867342080340571352, -0.00074070253416626697512, -0.0060336708714301490533,
+     0.24015818242558961693, 1.6536545626831027356),
+    (2.2137376921775787049e-09, 9.0756561938885390979e-08, -2.7517406297064545428e-07,
+     1.8239629214389227755e-08, 1.5027403968909827627e-06, -4.013867526981545969e-06,
+     2.9234449089955446044e-06, 1.2475304481671778723e-05, -4.7318229009055733981e-05,
+     6.8284851459573175448e-05, 2.4031110387097893999e-05, -0.0003550375203628474796,
+     0.00095328937973738049703, -0.0016882755560235047313, 0.0024914420961078508066,
+     -0.0037512085075692412107, 0.005370914553590063617, 1.0052589676941592334,
+     3.0838856104922207635),
+    (-2.7109920616438573243e-11, -2.5556418169965252055e-10, 1.5076572693500548083e-09,
+     -3.7894654401267369937e-09, 7.6157012080783393804e-09, -1.4960026627149240478e-08,
+     2.9147953450901080826e-08, -6.7711997758452339498e-08, 2.2900482228026654717e-07,
+     -9.9298272942317002539e-07, 4.5260625972231537039e-06, -1.9681778105531670567e-05,
+     7.5995277030017761139e-05, -0.00021503011930044477347, -0.00013871931833623122026,
+     1.0103004648645343977, 4.8499064014085844221))
+
+
+def _horner_fma(coefs, w, dtype):
+    wide = np.float64 if dtype == np.float32 else np.longdouble
+    ww = w.astype(wide)
+    p = np.full(w.shape, coefs[0], dtype)
+    for c in coefs[1:]:
+        p = (p.astype(wide) * ww + wide(dtype.type(c))).astype(dtype)
+    return p
+
+
+def _erf_inv_giles_impl(x):
+    dt = x.dtype
+    if dt not in (np.float32, np.float64):
+        raise TypeError(f"erf_inv_giles: float32 or float64 operand required, got {dt}")
+    with np.errstate(all="ignore"):
+        w = (-np.log1p(-x * x)).astype(dt)
+        if dt == np.float32:
+            a, b = _GILES32
+            p = np.where(w < dt.type(5), _horner_fma(a, (w - dt.type(2.5)).astype(dt), dt),
+                         _horner_fma(b, (np.sqrt(w) - dt.type(3)).astype(dt), dt))
+        else:
+            a, b, c = _GILES64
+            s = np.sqrt(w)
+            p = np.where(w < 6.25, _horner_fma(a, w - 3.125, dt),
+                         np.where(w < 16.0, _horner_fma(b, s - 3.25, dt),
+                                  _horner_fma(c, s - 5.0, dt)))
+        out = (p * x).astype(dt)
+        return np.where(np.abs(x) == 1, x * dt.type(np.inf), out).astype(dt)
+
+
+def erf_inv_giles(x):
+    """The inverse error function as XLA computes it (see above); float32/float64."""
+    return erf_inv_giles_p.bind(x)
+
+
+def _erf_inv_giles_jvp(g, ans, x):
+    import lax as _lax
+    c = _lax.full_like(ans, np.sqrt(np.pi) / 2)
+    return _lax.mul(g, _lax.mul(c, _lax.exp(_lax.mul(ans, ans))))
+
+
+def _erf_inv_giles_abstract_eval(x):
+    if x.dtype not in (dtypes.float32, dtypes.float64):
+        raise TypeError(f"erf_inv_giles: float32 or float64 operand required, got "
+                        f"{x.str_short()}")
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+erf_inv_giles_p = Primitive("erf_inv_giles")
+erf_inv_giles_p.def_abstract_eval(_erf_inv_giles_abstract_eval)
+erf_inv_giles_p.def_impl(_erf_inv_giles_impl)
+ad.defjvp2(erf_inv_giles_p, _erf_inv_giles_jvp)
+batching.defvectorized(erf_inv_giles_p)
