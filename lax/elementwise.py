@@ -621,6 +621,10 @@ def _pow_impl(x, y):
             inv = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0))
             # inv is int64: cast before mixing with r (uint64 with int64 gives float64).
             return np.where(neg_, inv.astype(x.dtype), r).astype(x.dtype)
+        if y.shape != x.shape:
+            # A scalar exponent would take NumPy's fast paths (x ** 0.5 as sqrt, giving
+            # nan at -inf and -0.0 at -0.0); XLA's pow is C's pow, element by element.
+            y = np.array(np.broadcast_to(y, np.broadcast_shapes(x.shape, y.shape)))
         return np.power(x, y).astype(x.dtype)
 
 

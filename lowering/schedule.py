@@ -22,6 +22,8 @@ def _flattenable(k: Kernel) -> bool:
         return False
     ident = tuple(LoopIndex(d) for d in range(k.ndim))
     for st in k.stores:
+        if isinstance(st.value, LoopIndex):   # a bare iota stored as is
+            return False
         for n in walk(st.value):
             if isinstance(n, Load) and n.index not in ((), ident):
                 return False

@@ -22,6 +22,10 @@ def _finish_init():
                  "value_and_grad", "vjp", "vmap"):
         globals()[name] = getattr(api, name)
     import tracer.random as random
+    # ``from tracer import lax`` / ``import tracer.lax``, as JAX users write it.
+    import sys
+    globals()["lax"] = sys.modules["lax"]
+    sys.modules.setdefault("tracer.lax", sys.modules["lax"])
     from tracer import _exports
     _exports.install(globals())
 

@@ -393,14 +393,33 @@ class Tracer:
     def __index__(self):
         return self._scalar_conversion(operator.index, TracerIntegerConversionError)
 
+    # float(), complex() and np.asarray() would silently drop what the transformation
+    # tracks (a tangent, a batch): they raise even when the value is known, as in JAX.
+    # bool(), int() and index use a known value (Python control flow under grad works).
+    # Tracers whose known values carry nothing else (partial evaluation's known values)
+    # set this False and convert.
+    conversion_drops_information = True
+
+    def _known_value(self):
+        if self.conversion_drops_information:
+            return None
+        return self.to_concrete_value()
+
     def __float__(self):
-        return self._scalar_conversion(float, ConcretizationTypeError)
+        v = self._known_value()
+        if v is None:
+            raise ConcretizationTypeError(self, "was converted to a Python float (float() "
+                                                "drops derivatives; keep the value an array)")
+        return float(v)
 
     def __complex__(self):
-        return self._scalar_conversion(complex, ConcretizationTypeError)
+        v = self._known_value()
+        if v is None:
+            raise ConcretizationTypeError(self, "was converted to a Python complex")
+        return complex(v)
 
     def __array__(self, dtype=None, copy=None):
-        v = self.to_concrete_value()
+        v = self._known_value()
         if v is None:
             raise TracerArrayConversionError(self)
         return np.asarray(v, dtype=dtype)

@@ -200,6 +200,7 @@ class JaxprEqnRecipe(NamedTuple):
 
 class PartialEvalTracer(Tracer):
     __slots__ = ("pval", "recipe")
+    conversion_drops_information = False   # a known value is just a value
 
     def __init__(self, trace, pval, recipe):
         self._trace = trace

@@ -77,10 +77,10 @@ def _flatten(self, order="C"):
 
 def _bool_checked_item(self, *args):
     if isinstance(self, Tracer):
-        v = self.to_concrete_value()
+        v = self._known_value()
         if v is None:
             from tracer.errors import ConcretizationTypeError
-            raise ConcretizationTypeError(self, "in .item()")
+            raise ConcretizationTypeError(self, "was converted to a Python scalar by .item()")
         return np.asarray(v).item(*args)
     return self._value.item(*args)
 

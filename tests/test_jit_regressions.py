@@ -1,0 +1,65 @@
+"""jit against eager on programs that once went wrong (each found by trying the library as a
+new user would)."""
+import numpy as np
+import pytest
+
+import lax
+import tracer
+import tracer.numpy as tnp
+from tracer.test_util import check_jit
+
+A = np.random.default_rng(0).standard_normal((4, 5))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float64])
+@pytest.mark.parametrize("dimension", [0, 1])
+def test_integer_iota_in_multi_dim_kernels(dtype, dimension):
+    # A bare iota stored by an element-wise kernel must keep its loop dimension when the
+    # kernel's iteration space is flattened.
+    check_jit(lambda a: lax.broadcasted_iota(dtype, (4, 5), dimension), (A,))
+    check_jit(lambda a: lax.broadcasted_iota(dtype, (2, 3, 4), dimension + 1), (A,))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: tnp.argsort(a, axis=1),
+    lambda a: tnp.argsort(a, axis=0),
+    lambda a: tnp.take_along_axis(a, tnp.argsort(a, axis=1), axis=1),
+    lambda a: tnp.arange(4)[:, None] * tnp.ones((4, 5), int),
+    lambda a: tnp.broadcast_to(tnp.arange(5), (4, 5)),
+    lambda a: tnp.arange(5) + tnp.zeros((4, 1), int),
+])
+def test_iota_programs_match_eager(fn):
+    check_jit(fn, (A,))
+
+
+def test_vmap_of_jitted_argsort():
+    got = tracer.vmap(tracer.jit(lambda a: tnp.argsort(a)))(A)
+    np.testing.assert_array_equal(np.asarray(got), np.argsort(A, axis=1))
+
+
+def test_numpy_functions_on_tracers_raise_instead_of_dropping_derivatives():
+    with pytest.raises(tracer.TracerArrayConversionError):
+        tracer.grad(lambda x: np.sin(x))(1.0)
+    with pytest.raises(tracer.TracerArrayConversionError):
+        tracer.jvp(lambda x: np.sin(x), (1.0,), (1.0,))
+    with pytest.raises(tracer.ConcretizationTypeError, match="float"):
+        tracer.grad(lambda x: float(x) * x)(2.0)
+    # bool() and int() of a known value keep working under grad, as in JAX.
+    assert float(tracer.grad(lambda x: x * 2 if x > 0 else x)(1.0)) == 2.0
+    assert float(tracer.grad(lambda x: tnp.arange(3.0)[int(x)] * x)(1.0)) == 1.0
+
+
+def test_pow_with_scalar_exponent_is_elementwise_c_pow():
+    # x ** 0.5 is pow, not NumPy's sqrt fast path: (-inf) ** 0.5 = inf, (-0.) ** 0.5 = 0.
+    x = tnp.array([-np.inf, -0.0, -4.0, 4.0])
+    for f in (lambda a: a ** 0.5, lambda a: tnp.power(a, 0.5), lambda a: lax.pow(a, 0.5)):
+        got = np.asarray(f(x))
+        np.testing.assert_array_equal(got, [np.inf, 0.0, np.nan, 2.0])
+        assert not np.signbit(got[1])
+        check_jit(f, (x,))
+
+
+def test_lax_is_importable_from_tracer():
+    from tracer import lax as tl
+    import tracer.lax
+    assert tl is lax and tracer.lax is lax
