@@ -183,6 +183,8 @@ def test_bad_keys_and_params():
         random.uniform(random.PRNGKey(0), (2,), tnp.int32)
     with pytest.raises(ValueError, match="incompatible"):
         random.uniform(random.PRNGKey(0), (2,), minval=tnp.zeros(3))
+    with pytest.raises(ValueError, match="random.normal: shape"):
+        random.normal(random.PRNGKey(0), (-1,))
     # maxval <= minval gives minval (JAX's documented behaviour).
     r = random.randint(random.PRNGKey(0), (4,), 5, 5)
     np.testing.assert_array_equal(np.asarray(r), 5)

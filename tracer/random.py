@@ -158,11 +158,14 @@ def fold_in(key, data):
 
 def _shape(shape, name):
     if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
+        shape = (int(shape),)
     try:
-        return tuple(operator.index(s) for s in shape)
+        out = tuple(operator.index(s) for s in shape)
     except TypeError:
         raise TypeError(f"random.{name}: shape must be a tuple of ints, got {shape!r}") from None
+    if any(d < 0 for d in out):
+        raise ValueError(f"random.{name}: shape {out} has a negative dimension")
+    return out
 
 
 def _random_bits(key, bit_width, shape):
