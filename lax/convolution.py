@@ -43,7 +43,7 @@ def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers) -> ConvDimen
     or a triple of layout strings like ("NHWC", "HWIO", "NHWC")."""
     nd = len(lhs_shape)
     if len(rhs_shape) != nd:
-        raise TypeError(f"conv: lhs and rhs must have the same rank, got shapes {lhs_shape} "
+        raise ValueError(f"conv: lhs and rhs must have the same rank, got shapes {lhs_shape} "
                         f"and {rhs_shape}")
     if dimension_numbers is None:
         iota = tuple(range(nd))
@@ -51,12 +51,12 @@ def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers) -> ConvDimen
     if isinstance(dimension_numbers, ConvDimensionNumbers):
         return ConvDimensionNumbers(*(tuple(int(i) for i in s) for s in dimension_numbers))
     if len(dimension_numbers) != 3:
-        raise TypeError(f"conv: dimension_numbers must be a triple, got {dimension_numbers!r}")
+        raise ValueError(f"conv: dimension_numbers must be a triple, got {dimension_numbers!r}")
     lhs, rhs, out = dimension_numbers
     if all(isinstance(s, str) for s in (lhs, rhs, out)):
         for s in (lhs, rhs, out):
             if len(s) != nd:
-                raise TypeError(f"conv: layout {s!r} must have {nd} letters for rank-{nd} "
+                raise ValueError(f"conv: layout {s!r} must have {nd} letters for rank-{nd} "
                                 "operands")
         spatial = [c for c in rhs if c not in "OI"]
         lhs_perm = (lhs.index("N"), lhs.index("C")) + tuple(
@@ -160,36 +160,36 @@ def _conv_abstract_eval(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_
                         f"and {rhs.str_short()}")
     nd = lhs.ndim
     if rhs.ndim != nd or nd < 2:
-        raise TypeError(f"{name}: lhs {lhs.str_short()} and rhs {rhs.str_short()} must have "
+        raise ValueError(f"{name}: lhs {lhs.str_short()} and rhs {rhs.str_short()} must have "
                         "the same rank >= 2")
     for spec, what in ((dn.lhs_spec, "lhs_spec"), (dn.rhs_spec, "rhs_spec"),
                        (dn.out_spec, "out_spec")):
         if sorted(spec) != list(range(nd)):
-            raise TypeError(f"{name}: dimension_numbers.{what} {spec} is not a permutation of "
+            raise ValueError(f"{name}: dimension_numbers.{what} {spec} is not a permutation of "
                             f"the {nd} dimensions")
     nsp = nd - 2
     for v, what in ((window_strides, "window_strides"), (lhs_dilation, "lhs_dilation"),
                     (rhs_dilation, "rhs_dilation"), (padding, "padding")):
         if len(v) != nsp:
-            raise TypeError(f"{name}: {what} {v} needs {nsp} entries (one per spatial dim)")
+            raise ValueError(f"{name}: {what} {v} needs {nsp} entries (one per spatial dim)")
     if any(s < 1 for s in window_strides + lhs_dilation + rhs_dilation):
-        raise TypeError(f"{name}: strides and dilations must be >= 1")
+        raise ValueError(f"{name}: strides and dilations must be >= 1")
     G, B = feature_group_count, batch_group_count
     if G < 1 or B < 1 or (G > 1 and B > 1):
-        raise TypeError(f"{name}: feature_group_count ({G}) and batch_group_count ({B}) must "
+        raise ValueError(f"{name}: feature_group_count ({G}) and batch_group_count ({B}) must "
                         "be >= 1 and at most one of them > 1")
     c_in = lhs.shape[dn.lhs_spec[1]]
     i_rhs = rhs.shape[dn.rhs_spec[1]]
     o_rhs = rhs.shape[dn.rhs_spec[0]]
     if c_in != G * i_rhs:
-        raise TypeError(f"{name}: lhs feature dimension ({c_in}) must equal "
+        raise ValueError(f"{name}: lhs feature dimension ({c_in}) must equal "
                         f"feature_group_count ({G}) * rhs input feature dimension ({i_rhs}); "
                         f"lhs {lhs.str_short()}, rhs {rhs.str_short()}")
     if o_rhs % G or o_rhs % B:
-        raise TypeError(f"{name}: rhs output feature dimension ({o_rhs}) must be divisible by "
+        raise ValueError(f"{name}: rhs output feature dimension ({o_rhs}) must be divisible by "
                         f"feature_group_count ({G}) and batch_group_count ({B})")
     if lhs.shape[dn.lhs_spec[0]] % B:
-        raise TypeError(f"{name}: lhs batch dimension ({lhs.shape[dn.lhs_spec[0]]}) must be "
+        raise ValueError(f"{name}: lhs batch dimension ({lhs.shape[dn.lhs_spec[0]]}) must be "
                         f"divisible by batch_group_count ({B})")
     shape = _conv_out_shape(lhs.shape, rhs.shape, window_strides, padding, lhs_dilation,
                             rhs_dilation, dn, B)

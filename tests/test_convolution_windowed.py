@@ -97,9 +97,17 @@ def test_conv_layouts_and_batch_groups():
 
 
 def test_conv_bad_shapes():
-    with pytest.raises(TypeError, match="feature"):
+    with pytest.raises(ValueError, match="feature"):
         lax.conv_general_dilated(np.ones((1, 3, 4, 4)), np.ones((2, 2, 2, 2)), (1, 1), "VALID")
-    with pytest.raises(TypeError, match="rank"):
+    with pytest.raises(ValueError, match="groups|feature_group_count"):
+        lax.conv_general_dilated(np.ones((1, 4, 4, 4)), np.ones((3, 2, 2, 2)), (1, 1), "VALID",
+                                 feature_group_count=2)
+    with pytest.raises(ValueError, match="strides"):
+        lax.conv_general_dilated(np.ones((1, 1, 4, 4)), np.ones((1, 1, 2, 2)), (-1, 1), "VALID")
+    with pytest.raises(TypeError, match="dtype"):
+        lax.conv_general_dilated(np.ones((1, 1, 4, 4)), np.ones((1, 1, 2, 2), np.float32),
+                                 (1, 1), "VALID")
+    with pytest.raises(ValueError, match="rank"):
         lax.conv_general_dilated(np.ones((1, 3, 4)), np.ones((2, 3, 2, 2)), (1, 1), "VALID")
     with pytest.raises(ValueError, match="padding"):
         lax.conv(np.ones((1, 1, 4, 4)), np.ones((1, 1, 2, 2)), (1, 1), "FULL")

@@ -10,8 +10,8 @@ TUTORIALS = sorted(f for f in os.listdir(os.path.join(ROOT, "tutorials"))
                    if f.endswith(".py") and f[:2].isdigit())
 
 
-def test_all_six_tutorials_present():
-    assert [t[:2] for t in TUTORIALS] == ["01", "02", "03", "04", "05", "06"]
+def test_all_tutorials_present():
+    assert [t[:2] for t in TUTORIALS] == ["01", "02", "03", "04", "05", "06", "07"]
 
 
 @pytest.mark.parametrize("name", TUTORIALS)
