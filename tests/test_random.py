@@ -204,3 +204,17 @@ def test_rng_bit_generator_deterministic_and_advances():
     sb, bb = tracer.vmap(lambda s: lax.rng_bit_generator(s, (3,), tnp.uint32))(states)
     np.testing.assert_array_equal(np.asarray(bb[0]),
                                   np.asarray(lax.rng_bit_generator(state, (3,), tnp.uint32)[1]))
+
+
+def test_sampling_without_replacement():
+    k = random.PRNGKey(0)
+    s = np.asarray(random.categorical(k, tnp.zeros((2, 5)), axis=-1, shape=(3, 2),
+                                      replace=False))
+    assert s.shape == (3, 2)
+    assert all(len(set(s[:, j])) == 3 for j in range(2))
+    c = np.asarray(random.choice(k, 6, (6,), replace=False, p=tnp.ones(6) / 6))
+    assert sorted(c.tolist()) == list(range(6))
+    w = np.asarray(random.choice(k, 3, (20000,), p=tnp.array([0.2, 0.3, 0.5])))
+    np.testing.assert_allclose(np.bincount(w, minlength=3) / 20000, [0.2, 0.3, 0.5], atol=0.015)
+    with pytest.raises(ValueError, match="without"):
+        random.categorical(k, tnp.zeros(3), shape=(4,), replace=False)

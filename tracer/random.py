@@ -333,8 +333,6 @@ def bernoulli(key, p=0.5, shape=None):
 
 
 def _sort_key_val(keys, vals, axis):
-    if not hasattr(lax, "sort_key_val"):
-        raise NotImplementedError("random.permutation needs lax.sort_key_val")
     return lax.sort_key_val(keys, vals, axis)
 
 
@@ -399,7 +397,17 @@ def categorical(key, logits, axis=-1, shape=None, replace=True):
                              f"batch shape {batch_shape}")
     prefix = shape[:len(shape) - len(batch_shape)]
     if not replace:
-        raise NotImplementedError("random.categorical: replace=False is not supported yet")
+        # Gumbel top-k: the k largest perturbed logits are a sample without replacement.
+        k = math.prod(prefix)
+        if k > laval.shape[axis]:
+            raise ValueError(f"random.categorical: cannot take {k} samples without "
+                             f"replacement from {laval.shape[axis]} categories")
+        perturbed = lax.add(logits, gumbel(key, laval.shape, laval.dtype))
+        moved = tnp.moveaxis(perturbed, axis, -1)
+        _, idx = lax.top_k(moved, k)                       # batch_shape + (k,)
+        idx = tnp.moveaxis(idx, -1, 0)                     # (k,) + batch_shape
+        return lax.convert_element_type(lax.reshape(idx, tuple(shape)),
+                                        dtypes.default_int_dtype())
     logits_shape = list(shape[len(shape) - len(batch_shape):])
     logits_shape.insert(axis, laval.shape[axis])
     g = gumbel(key, tuple(prefix) + tuple(logits_shape), laval.dtype)
@@ -437,18 +445,12 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
         if get_aval(p).shape != (n,):
             raise ValueError(f"random.choice: p must have shape ({n},), got {get_aval(p).shape}")
         if replace:
-            cdf = tnp.cumsum(p) if hasattr(tnp, "cumsum") else None
-            if cdf is None:
-                raise NotImplementedError("random.choice with p needs tracer.numpy.cumsum")
+            cdf = tnp.cumsum(p)
             r = lax.mul(cdf[-1], lax.sub(lax.full((), 1.0, get_aval(cdf).dtype),
                                          uniform(key, shape, get_aval(cdf).dtype)))
-            ind = tnp.searchsorted(cdf, r, side="left") if hasattr(tnp, "searchsorted") else None
-            if ind is None:
-                raise NotImplementedError("random.choice with p needs tracer.numpy.searchsorted")
+            ind = tnp.searchsorted(cdf, r, side="left")
         else:
             g = lax.sub(gumbel(key, (n,), get_aval(p).dtype), lax.neg(tnp.log(p)))
-            if not hasattr(lax, "top_k"):
-                raise NotImplementedError("random.choice(replace=False, p=...) needs lax.top_k")
             _, ind = lax.top_k(g, k)
             ind = lax.reshape(ind, shape)
     if arr is None:
