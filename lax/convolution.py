@@ -567,6 +567,7 @@ def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs
 
 
 def conv_shape_tuple(lhs_shape, rhs_shape, strides, pads, batch_group_count=1):
+    """Output shape of an NCHW/OIHW convolution with the given strides and padding."""
     dn = conv_dimension_numbers(lhs_shape, rhs_shape, None)
     nsp = len(lhs_shape) - 2
     pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
@@ -576,6 +577,7 @@ def conv_shape_tuple(lhs_shape, rhs_shape, strides, pads, batch_group_count=1):
 
 def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding,
                              dimension_numbers):
+    """Output shape of ``conv_general_dilated`` without dilation."""
     dn = conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers)
     nsp = len(lhs_shape) - 2
     if isinstance(padding, str):

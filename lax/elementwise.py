@@ -120,6 +120,7 @@ defjvp_zero(round_p)
 
 
 def round_nearest_even(x):
+    """Round to the nearest integral value, ties to even (XLA 'RoundNearestEven')."""
     return round(x, RoundingMethod.TO_NEAREST_EVEN)
 
 

@@ -106,6 +106,7 @@ def broadcast(operand, sizes):
 
 
 def broadcast_to_rank(x, rank: int):
+    """``x`` with leading size-1 dimensions added up to ``rank``."""
     nd = _ndim(x)
     if nd >= rank:
         return x
@@ -148,12 +149,14 @@ def full(shape, fill_value, dtype=None):
 
 
 def full_like(x, fill_value, dtype=None, shape=None):
+    """An array like ``x`` (shape and dtype unless given) filled with ``fill_value``."""
     aval = get_aval(x)
     return full(aval.shape if shape is None else shape, fill_value,
                 aval.dtype if dtype is None else dtype)
 
 
 def zeros_like_array(x):
+    """Zeros with ``x``'s shape and dtype."""
     return full_like(x, 0)
 
 

@@ -1071,8 +1071,10 @@ def device_put(x, device=None):
 
 
 def block_until_ready(x):
+    """Arrays are computed synchronously: returns ``x`` (jax.block_until_ready)."""
     return x
 
 
 def device_get(x):
+    """Arrays in a pytree as NumPy arrays (jax.device_get)."""
     return tree_map(lambda v: np.asarray(v) if isinstance(v, Array) else v, x)

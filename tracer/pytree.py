@@ -99,6 +99,7 @@ class FlattenedIndexKey:
 
 
 def keystr(path) -> str:
+    """A key path as text, e.g. ``[0]['w'].b``."""
     return "".join(str(k) for k in path)
 
 
@@ -224,6 +225,7 @@ def _flatten(x, is_leaf, leaves):
 
 
 def tree_unflatten(treedef: PyTreeDef, leaves):
+    """The pytree of ``treedef``'s structure holding ``leaves`` (ValueError on a bad count)."""
     leaves = list(leaves)
     if len(leaves) != treedef.num_leaves:
         raise ValueError(f"tree_unflatten: treedef {treedef} expects {treedef.num_leaves} "
@@ -244,18 +246,22 @@ def _unflatten(td, it):
 
 
 def tree_leaves(tree, is_leaf=None):
+    """The leaves of a pytree, in flattening order."""
     return tree_flatten(tree, is_leaf)[0]
 
 
 def tree_structure(tree, is_leaf=None):
+    """The treedef of a pytree."""
     return tree_flatten(tree, is_leaf)[1]
 
 
 def treedef_is_leaf(treedef: PyTreeDef) -> bool:
+    """True if ``treedef`` is a single leaf."""
     return treedef.node_type is None
 
 
 def treedef_children(treedef: PyTreeDef):
+    """The child treedefs of a treedef's root node."""
     return list(treedef.children)
 
 
@@ -337,16 +343,19 @@ def tree_flatten_with_path(tree, is_leaf=None):
 
 
 def tree_leaves_with_path(tree, is_leaf=None):
+    """[(key_path, leaf)] of a pytree."""
     return tree_flatten_with_path(tree, is_leaf)[0]
 
 
 def tree_map_with_path(f, tree, *rest, is_leaf=None):
+    """``tree_map`` whose function also receives each leaf's key path."""
     pairs, treedef = tree_flatten_with_path(tree, is_leaf)
     rests = [_flatten_up_to(treedef, r) for r in rest]
     return treedef.unflatten(f(p, x, *(r[i] for r in rests)) for i, (p, x) in enumerate(pairs))
 
 
 def tree_reduce(function, tree, initializer=None, is_leaf=None):
+    """``functools.reduce`` over the leaves of a pytree."""
     import functools as _ft
     leaves = tree_leaves(tree, is_leaf)
     if initializer is None:
@@ -355,10 +364,12 @@ def tree_reduce(function, tree, initializer=None, is_leaf=None):
 
 
 def all_leaves(iterable, is_leaf=None):
+    """True if every element of ``iterable`` is a leaf."""
     return all(tree_structure(x, is_leaf).node_type is None for x in iterable)
 
 
 def tree_transpose(outer_treedef, inner_treedef, pytree_to_transpose):
+    """Turn a tree of ``outer`` structure with ``inner``-structured leaves inside out."""
     flat = _flatten_up_to(outer_treedef, pytree_to_transpose)
     inner = [_flatten_up_to(inner_treedef, x) for x in flat]
     transposed = [outer_treedef.unflatten(col) for col in zip(*inner)] if inner else []
@@ -383,6 +394,7 @@ def flatten_fun(f, in_tree: PyTreeDef):
 
 
 def flatten_fun_nokwargs(f, in_tree: PyTreeDef):
+    """Like ``flatten_fun`` for functions without keyword arguments."""
     store = []
 
     def flat_fun(*leaves):

@@ -143,46 +143,57 @@ def fft(a, n=None, axis=-1, norm=None):
 
 
 def ifft(a, n=None, axis=-1, norm=None):
+    """``numpy.fft.ifft``: inverse 1-D transform along ``axis``."""
     return _fftn_core(a, _IFFT, (axis,), None if n is None else (n,), norm, "ifft")
 
 
 def rfft(a, n=None, axis=-1, norm=None):
+    """``numpy.fft.rfft``: 1-D transform of real input (n//2 + 1 outputs)."""
     return _fftn_core(a, _RFFT, (axis,), None if n is None else (n,), norm, "rfft")
 
 
 def irfft(a, n=None, axis=-1, norm=None):
+    """``numpy.fft.irfft``: inverse of ``rfft`` (real output of length n)."""
     return _fftn_core(a, _IRFFT, (axis,), None if n is None else (n,), norm, "irfft")
 
 
 def fftn(a, s=None, axes=None, norm=None):
+    """``numpy.fft.fftn``: n-D transform over ``axes`` (default: all, or the last len(s))."""
     return _fftn_core(a, _FFT, axes, s, norm, "fftn")
 
 
 def ifftn(a, s=None, axes=None, norm=None):
+    """``numpy.fft.ifftn``: inverse n-D transform."""
     return _fftn_core(a, _IFFT, axes, s, norm, "ifftn")
 
 
 def rfftn(a, s=None, axes=None, norm=None):
+    """``numpy.fft.rfftn``: n-D transform of real input (last axis halved)."""
     return _fftn_core(a, _RFFT, axes, s, norm, "rfftn")
 
 
 def irfftn(a, s=None, axes=None, norm=None):
+    """``numpy.fft.irfftn``: inverse of ``rfftn``."""
     return _fftn_core(a, _IRFFT, axes, s, norm, "irfftn")
 
 
 def fft2(a, s=None, axes=(-2, -1), norm=None):
+    """``numpy.fft.fft2``: 2-D transform over the last two axes."""
     return fftn(a, s, axes, norm)
 
 
 def ifft2(a, s=None, axes=(-2, -1), norm=None):
+    """``numpy.fft.ifft2``: inverse 2-D transform."""
     return ifftn(a, s, axes, norm)
 
 
 def rfft2(a, s=None, axes=(-2, -1), norm=None):
+    """``numpy.fft.rfft2``: 2-D transform of real input."""
     return rfftn(a, s, axes, norm)
 
 
 def irfft2(a, s=None, axes=(-2, -1), norm=None):
+    """``numpy.fft.irfft2``: inverse of ``rfft2``."""
     return irfftn(a, s, axes, norm)
 
 
@@ -216,6 +227,7 @@ def fftfreq(n, d=1.0, *, dtype=None):
 
 
 def rfftfreq(n, d=1.0, *, dtype=None):
+    """Sample frequencies of ``rfft`` output (static ``n``)."""
     n = operator.index(n)
     dt = dtypes.canonicalize_dtype(dtype) if dtype is not None else dtypes.default_float_dtype()
     from tracer.core import Array
@@ -233,6 +245,7 @@ def fftshift(x, axes=None):
 
 
 def ifftshift(x, axes=None):
+    """Inverse of ``fftshift`` (a roll by -(n//2))."""
     x = as_operand(x)
     nd = _aval(x).ndim
     axes = tuple(range(nd)) if axes is None else ((axes,) if isinstance(axes, int) else axes)

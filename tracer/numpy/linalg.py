@@ -92,6 +92,7 @@ def eigh(a, UPLO=None, symmetrize_input=True):
 
 
 def eigvalsh(a, UPLO="L"):
+    """``numpy.linalg.eigvalsh``: eigenvalues of Hermitian matrices, ascending (real dtype)."""
     return eigh(a, UPLO)[0]
 
 
@@ -104,6 +105,7 @@ def eig(a):
 
 
 def eigvals(a):
+    """``numpy.linalg.eigvals``: complex eigenvalues of square matrices (host step)."""
     (a,) = _inexact(a)
     _check_square("eigvals", a)
     return lax.linalg.eig(a, compute_right_eigenvectors=False)[0]
@@ -117,6 +119,7 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
 
 
 def svdvals(x):
+    """Singular values, descending, of the last two axes (``numpy.linalg.svdvals``)."""
     return svd(x, compute_uv=False)
 
 
@@ -398,26 +401,32 @@ def diagonal(x, /, *, offset=0):
 
 
 def trace(x, /, *, offset=0, dtype=None):
+    """Sum of the ``offset`` diagonal of the last two axes (``numpy.linalg.trace``)."""
     return _r.sum(diagonal(x, offset=offset), axis=-1, dtype=dtype)
 
 
 def outer(x1, x2, /):
+    """Outer product of two flattened vectors (``numpy.linalg.outer``)."""
     return _m.outer(x1, x2)
 
 
 def matmul(x1, x2, /):
+    """``numpy.linalg.matmul``: same as ``tracer.numpy.matmul``."""
     return _m.matmul(x1, x2)
 
 
 def matrix_transpose(x, /):
+    """Swap the last two axes (``numpy.linalg.matrix_transpose``)."""
     return _m.matrix_transpose(x)
 
 
 def tensordot(x1, x2, /, *, axes=2):
+    """``numpy.linalg.tensordot``: same as ``tracer.numpy.tensordot``."""
     return _m.tensordot(x1, x2, axes)
 
 
 def vecdot(x1, x2, /, *, axis=-1):
+    """Conjugated dot product along ``axis`` (``numpy.linalg.vecdot``)."""
     return _m.vecdot(x1, x2, axis=axis)
 
 
@@ -452,6 +461,7 @@ def multi_dot(arrays, *, precision=None):
 
 
 def tensorinv(a, ind=2):
+    """``numpy.linalg.tensorinv``: inverse of ``a`` as a matrix split after ``ind`` axes."""
     a = as_operand(a)
     s = _aval(a).shape
     out_shape = s[ind:] + s[:ind]
@@ -460,6 +470,7 @@ def tensorinv(a, ind=2):
 
 
 def tensorsolve(a, b, axes=None):
+    """``numpy.linalg.tensorsolve``: x with tensordot(a, x, x.ndim) = b."""
     a, b = _inexact(a, b)
     if axes is not None:
         nd = _aval(a).ndim

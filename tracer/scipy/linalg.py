@@ -165,14 +165,17 @@ def eigh(a, b=None, lower=True, eigvals_only=False, overwrite_a=False, overwrite
 
 def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
         lapack_driver="gesdd"):
+    """``scipy.linalg.svd``: (U, s, Vh) or s."""
     return _la.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
 
 
 def det(a, overwrite_a=False, check_finite=True):
+    """``scipy.linalg.det`` via LU."""
     return _la.det(a)
 
 
 def inv(a, overwrite_a=False, check_finite=True):
+    """``scipy.linalg.inv`` via LU (inf/NaN for singular matrices)."""
     return _la.inv(a)
 
 
