@@ -6,20 +6,11 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 import numpy as np
 
 
-def _median(fn, args, repeat=7):
-    import jax
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+from jax_workloads import _median  # noqa: E402  (one timing loop for every JAX workload)
 
 
 def conv_data(quick, seed=11):
@@ -69,7 +60,7 @@ def run_all(names, quick):
     for name in names:
         if name in WORKLOADS:
             fn, args = WORKLOADS[name](quick)
-            out[name] = _median(fn, args)
+            out[name] = _median(fn, *args)
     return out
 
 
