@@ -1,0 +1,137 @@
+"""Cold-start runner: whole programs as a user meets them, tracer beside JAX.
+
+Each job (``benchmarks/cold_start_jobs.py``) runs in a fresh process with the default
+configuration: import, build inputs, then N calls, timed from process start to the end of
+the last call. tracer runs twice, first with an empty kernel cache (and an empty Numba
+cache), then again on the cache the first run left; JAX (when a Python with JAX is given or
+importable) runs twice in fresh processes too, and the ratios compare runs made side by side
+in the same invocation.
+
+    python benchmarks/cold_start.py                        # every job
+    python benchmarks/cold_start.py scan_rnn while_ode     # some of them
+    python benchmarks/cold_start.py --jax-python /path/to/python-with-jax --json out.json
+    python benchmarks/cold_start.py --calls 5              # fewer calls per job (a smoke run)
+
+Columns: ``cold``/``warm`` are seconds from process start to the end of the last call;
+``exit`` is how long the process took after that to end (pending background work must not
+hold it up). Threads: one per library unless ``--threads N`` (NumPy's BLAS, Numba, XLA).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(BENCH)
+
+CHILD = r"""
+import json, sys, time
+sys.path.insert(0, {root!r}); sys.path.insert(0, {bench!r})
+backend, name, calls = sys.argv[1], sys.argv[2], int(sys.argv[3])
+import numpy as np
+if backend == "jax":
+    import jax
+    jax.config.update("jax_enable_x64", True)   # tracer's default precision, like NumPy
+    import jax.numpy, jax.scipy.linalg, jax.nn, jax.lax, jax.random, jax.tree_util
+    B = jax
+    block = lambda out: jax.tree_util.tree_map(
+        lambda a: a.block_until_ready() if hasattr(a, "block_until_ready") else a, out)
+else:
+    import tracer, tracer.numpy, tracer.scipy.linalg, tracer.nn, tracer.lax, tracer.random
+    B = tracer
+    block = lambda out: tracer.tree_util.tree_map(np.asarray, out)
+t_import = time.time()
+import cold_start_jobs
+job, _ = cold_start_jobs.JOBS[name]
+block(job(B, calls))
+print(json.dumps({{"t_import": t_import, "t_end": time.time()}}))
+"""
+
+
+def _thread_env(n):
+    env = {var: str(n) for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                                   "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    env["XLA_FLAGS"] = (f"--xla_cpu_multi_thread_eigen={'true' if n > 1 else 'false'} "
+                        f"intra_op_parallelism_threads={n}")
+    return env
+
+
+def run_one(python, backend, name, calls, env, timeout):
+    """One fresh process; returns seconds to the end of the last call and to exit."""
+    code = CHILD.format(root=ROOT, bench=BENCH)
+    t0 = time.time()
+    out = subprocess.run([python, "-c", code, backend, name, str(calls)], env=env,
+                         capture_output=True, text=True, timeout=timeout)
+    t_exit = time.time()
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr[-4000:])
+        raise RuntimeError(f"{backend} {name}: the job's process failed")
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"to_last_call": rec["t_end"] - t0, "import": rec["t_import"] - t0,
+            "exit": t_exit - rec["t_end"]}
+
+
+def _has_jax(python):
+    return subprocess.run([python, "-c", "import jax"], capture_output=True).returncode == 0
+
+
+def main(argv=None):
+    import cold_start_jobs
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help="jobs to run (default: all)")
+    ap.add_argument("--jax-python", default=os.environ.get("TRACER_BENCH_JAX_PYTHON"),
+                    help="a Python with JAX installed (default: this one, if it has JAX)")
+    ap.add_argument("--calls", type=int, default=None, help="calls per job (default: the job's)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=1200.0, help="seconds per process")
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args(argv)
+    names = args.names or list(cold_start_jobs.JOBS)
+    unknown = sorted(set(names) - set(cold_start_jobs.JOBS))
+    if unknown:
+        ap.error(f"unknown jobs {unknown}; choose from {sorted(cold_start_jobs.JOBS)}")
+    jax_python = args.jax_python or (sys.executable if _has_jax(sys.executable) else None)
+
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("TRACER_", "NUMBA_CACHE_DIR"))}   # the default config
+    base.update(_thread_env(args.threads))
+    results = {}
+    print(f"{'job':<20}{'calls':>6}{'tracer cold':>13}{'warm':>8}{'exit':>7}"
+          f"{'JAX':>8}{'cold/JAX':>10}{'warm/JAX':>10}")
+    for name in names:
+        calls = args.calls or cold_start_jobs.JOBS[name][1]
+        rec = {"calls": calls}
+        with tempfile.TemporaryDirectory() as d:
+            env = dict(base, TRACER_CACHE_DIR=os.path.join(d, "kernels"),
+                       NUMBA_CACHE_DIR=os.path.join(d, "numba"))
+            rec["tracer_cold"] = run_one(sys.executable, "tracer", name, calls, env, args.timeout)
+            rec["tracer_warm"] = run_one(sys.executable, "tracer", name, calls, env, args.timeout)
+        if jax_python:
+            # JAX keeps no compilation cache by default: both of its runs start cold; two
+            # runs give its figure the same exposure to the machine's load as tracer's.
+            runs = [run_one(jax_python, "jax", name, calls, base, args.timeout)
+                    for _ in range(2)]
+            rec["jax"] = min(runs, key=lambda r: r["to_last_call"])
+        results[name] = rec
+        cold, warm = rec["tracer_cold"]["to_last_call"], rec["tracer_warm"]["to_last_call"]
+        ex = max(rec["tracer_cold"]["exit"], rec["tracer_warm"]["exit"])
+        if "jax" in rec:
+            j = rec["jax"]["to_last_call"]
+            tail = f"{j:>8.2f}{cold / j:>9.2f}x{warm / j:>9.2f}x"
+        else:
+            tail = f"{'-':>8}{'-':>10}{'-':>10}"
+        print(f"{name:<20}{calls:>6}{cold:>13.2f}{warm:>8.2f}{ex:>7.2f}{tail}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, BENCH)
+    main()
