@@ -35,7 +35,7 @@ from numba_backend import cache, codegen
 from numba_backend.workers import pool
 from tracer.config import config
 from tracer.core import Token, new_base_main
-from tracer.jaxpr import Literal
+from tracer.jaxpr import eval_jaxpr_impls
 
 logger = logging.getLogger("tracer")
 STRICT = os.environ.get("TRACER_STRICT_LOWERING", "") not in ("", "0")
@@ -359,32 +359,9 @@ def _parallel_ok() -> bool:
 
 
 def eval_numpy(jaxpr, consts, args):
-    """Interpret ``jaxpr`` with the NumPy impls (the eager reference), results cast to the
-    equations' avals exactly as eager evaluation does."""
-    env: dict = {}
-    for v, c in zip(jaxpr.constvars, consts):
-        env[v] = np.asarray(c)
-    for v, a in zip(jaxpr.invars, args):
-        env[v] = a
-
-    def read(a):
-        return np.asarray(a.val) if isinstance(a, Literal) else env[a]
-
+    """The NumPy tier: ``jaxpr`` through the NumPy impls (the eager reference)."""
     with new_base_main(), np.errstate(all="ignore"):
-        for eqn in jaxpr.eqns:
-            outs = eqn.primitive.impl(*[read(a) for a in eqn.invars], **eqn.params)
-            if not eqn.primitive.multiple_results:
-                outs = [outs]
-            for v, o in zip(eqn.outvars, outs):
-                aval = v.aval
-                if isinstance(o, Token):
-                    env[v] = o
-                    continue
-                o = np.asarray(o)
-                if hasattr(aval, "dtype") and o.dtype != aval.dtype:
-                    o = o.astype(aval.dtype)
-                env[v] = o
-    return [read(a) for a in jaxpr.outvars]
+        return eval_jaxpr_impls(jaxpr, consts, args)
 
 
 def compile_program(program: Program, name: str = "jit") -> Executable:
