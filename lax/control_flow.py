@@ -44,7 +44,8 @@ from tracer.interpreters import ad, batching
 from tracer.interpreters import partial_eval as pe
 from tracer.interpreters.ad import Zero
 from tracer.interpreters.call import closed_call_p
-from tracer.jaxpr import ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr
+from tracer.jaxpr import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr,
+                          eval_jaxpr_impls)
 from tracer.pytree import (keystr, tree_flatten, tree_flatten_with_path, tree_structure,
                            tree_unflatten)
 
@@ -131,10 +132,9 @@ def _trace_fun(fun, in_tree, in_avals, fname, what):
 
 
 def _eval_closed(closed: ClosedJaxpr, args):
-    """Run a closed jaxpr eagerly (on a fresh trace stack) and return NumPy arrays."""
+    """Run a closed jaxpr through its NumPy impls (on a fresh trace stack)."""
     with new_base_main():
-        outs = eval_jaxpr(closed.jaxpr, closed.consts, *args)
-    return [to_numpy(o) for o in outs]
+        return eval_jaxpr_impls(closed.jaxpr, closed.consts, [to_numpy(a) for a in args])
 
 
 def _typematch(a, b) -> bool:
@@ -773,10 +773,11 @@ def _while_abstract_eval(*avals, cond_jaxpr, body_jaxpr, cond_nconsts, body_ncon
 
 def _while_impl(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     cc, bc, carry = _split(args, cond_nconsts, body_nconsts)
+    cc, bc, carry = ([to_numpy(a) for a in part] for part in (cc, bc, carry))
     with new_base_main():
-        while bool(to_numpy(eval_jaxpr(cond_jaxpr.jaxpr, cond_jaxpr.consts, *cc, *carry)[0])):
-            carry = eval_jaxpr(body_jaxpr.jaxpr, body_jaxpr.consts, *bc, *carry)
-    return [to_numpy(c) for c in carry]
+        while bool(eval_jaxpr_impls(cond_jaxpr.jaxpr, cond_jaxpr.consts, cc + carry)[0]):
+            carry = eval_jaxpr_impls(body_jaxpr.jaxpr, body_jaxpr.consts, bc + carry)
+    return carry
 
 
 def _add_invars(closed: ClosedJaxpr, avals) -> ClosedJaxpr:
@@ -1205,14 +1206,15 @@ def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
     consts, carry, xs = _split(args, num_consts, num_carry)
     ys = [np.empty((length,) + a.shape, a.dtype) for a in jaxpr.out_avals[num_carry:]]
     j, jc = jaxpr.jaxpr, jaxpr.consts
+    consts, carry, xs = ([to_numpy(a) for a in part] for part in (consts, carry, xs))
     with new_base_main():
         for k in range(length):
             i = length - 1 - k if reverse else k
-            outs = eval_jaxpr(j, jc, *consts, *carry, *[x[i] for x in xs])
+            outs = eval_jaxpr_impls(j, jc, consts + carry + [x[i] for x in xs])
             carry = outs[:num_carry]
             for y, o in _zip(ys, outs[num_carry:]):
-                y[i] = to_numpy(o)
-    return [to_numpy(c) for c in carry] + ys
+                y[i] = o
+    return carry + ys
 
 
 def _scan_jvp(primals, tangents, *, jaxpr, num_consts, num_carry, length, reverse, unroll):

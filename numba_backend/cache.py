@@ -27,9 +27,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # Numba's OpenMP pool besi
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
-from numba import types  # noqa: E402
 
 from numba_backend import codegen  # noqa: E402
+from numba_backend.compile_worker import array_spec, dispatcher, numba_types  # noqa: E402
 from tracer.config import config  # noqa: E402
 
 logger = logging.getLogger("tracer")
@@ -72,18 +72,16 @@ def _write_source(path: str, text: str, force: bool = False) -> None:
     os.replace(tmp, path)
 
 
-def _numba_type(dtype: np.dtype, ndim: int, readonly: bool):
-    dtype = np.dtype(dtype)
-    if dtype == np.float16:
-        dtype = np.dtype(np.uint16)
-    return types.Array(numba.from_dtype(dtype), ndim, "C", readonly=readonly)
+def signature_spec(kernel) -> list:
+    """The kernel's argument types in ``compile_worker``'s JSON form: read-only inputs,
+    writable outputs, then the integer and float parameter vectors."""
+    return ([array_spec(a.dtype, a.ndim, True) for a in kernel.inputs]
+            + [array_spec(a.dtype, a.ndim, False) for a in kernel.outputs]
+            + [array_spec(np.int64, 1, True), array_spec(np.float64, 1, True)])
 
 
 def signature(kernel) -> tuple:
-    ins = [_numba_type(a.dtype, a.ndim, True) for a in kernel.inputs]
-    outs = [_numba_type(a.dtype, a.ndim, False) for a in kernel.outputs]
-    return tuple(ins + outs + [types.Array(types.int64, 1, "C", readonly=True),
-                               types.Array(types.float64, 1, "C", readonly=True)])
+    return numba_types(signature_spec(kernel))
 
 
 class CompiledKernel:
@@ -101,6 +99,7 @@ class CompiledKernel:
         self.py_par = getattr(self.module, "kernel_par", None)
         self._serial = None
         self._par = None
+        self.par_job = None    # Future of a compile worker's reply (parallel variant)
         self.failed = None
         self._lock = threading.Lock()
 
@@ -138,13 +137,22 @@ class CompiledKernel:
     def ready_parallel(self) -> bool:
         return self._par is not None
 
+    def opts(self, parallel: bool) -> dict:
+        """Numba's options for this kernel, in ``compile_worker``'s form."""
+        return {"fastmath": ["reassoc"] if self.kernel.fast_reassoc else [],
+                "parallel": parallel}
+
+    def job(self, parallel: bool) -> dict:
+        """The compile of one variant, as a compile worker's job."""
+        return {"module": self.module.__name__, "path": self.path,
+                "func": "kernel_par" if parallel else "kernel",
+                "opts": self.opts(parallel), "sig": signature_spec(self.kernel)}
+
     def _compile(self, py, parallel: bool):
-        fast = {"reassoc"} if self.kernel.fast_reassoc else False
-        opts = dict(cache=True, nogil=True, error_model="numpy", fastmath=fast)
-        if parallel:
-            opts["parallel"] = True
+        opts = self.opts(parallel)
+        func = py.__name__
         t0 = time.perf_counter()
-        disp = numba.njit(**opts)(py)
+        disp = dispatcher(self.module, func, opts)
         try:
             disp.compile(self.sig)
         except Exception as e:   # a corrupt cache entry: compile without the cache
@@ -153,10 +161,10 @@ class CompiledKernel:
             logger.warning("tracer: kernel cache entry %s unreadable (%s); recompiling",
                            self.path, e)
             opts["cache"] = False
-            disp = numba.njit(**opts)(py)
+            disp = dispatcher(self.module, func, opts)
             disp.compile(self.sig)
         dt = time.perf_counter() - t0
-        hits = sum(disp.stats.cache_hits.values()) if opts["cache"] else 0
+        hits = sum(disp.stats.cache_hits.values()) if opts.get("cache", True) else 0
         with _lock:
             if hits:
                 stats["cache_loads"] += 1

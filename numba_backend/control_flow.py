@@ -41,6 +41,7 @@ import numpy as np
 from lowering.control_flow import ControlFlowCall, TaggedCall
 from lowering.ir import HostStep, KernelStep, LibraryCall
 from numba_backend import cache, codegen
+from numba_backend.compile_worker import array_spec, dispatcher, numba_types
 from tracer import dtypes
 from tracer.config import config
 
@@ -443,10 +444,8 @@ def _kernel_dispatcher(handle):
     with _lock:
         d = _dispatchers.get(handle.key)
         if d is None:
-            import numba
-            fast = {"reassoc"} if handle.kernel.fast_reassoc else False
-            d = _dispatchers[handle.key] = numba.njit(
-                cache=True, nogil=True, error_model="numpy", fastmath=fast)(handle.py)
+            d = _dispatchers[handle.key] = dispatcher(handle.module, "kernel",
+                                                      handle.opts(False))
         return d
 
 
@@ -462,10 +461,10 @@ class Driver:
         self.module = self._import()
         for name, handle in kernels.items():
             setattr(self.module, name, _kernel_dispatcher(handle))
-        import numba
-        self.fn = numba.njit(cache=True, nogil=True, error_model="numpy")(self.module.driver)
+        self.fn = dispatcher(self.module, "driver", {})
         self.compiled = False
         self.failed = None
+        self.job = None      # Future of a compile worker's reply
         self.lock = threading.Lock()
 
     def _import(self):
@@ -537,6 +536,20 @@ class CompiledRunner:
         self.ip, self.fp, self.consts = ip, fp, consts
         self.host = host
 
+    def _sig_spec(self) -> list:
+        return ([array_spec(self.ip.dtype, 1, True), array_spec(self.fp.dtype, 1, True)]
+                + [array_spec(a.dtype, a.ndim, True) for a in self.spec.in_avals]
+                + [array_spec(c.dtype, c.ndim, True) for c in self.consts])
+
+    def _job(self) -> dict:
+        """The driver's compile as a compile worker's job (its kernels as globals)."""
+        d = self.driver
+        return {"module": d.module.__name__, "path": d.path, "func": "driver", "opts": {},
+                "sig": self._sig_spec(),
+                "globals": [{"name": n, "module": h.module.__name__, "path": h.path,
+                             "func": "kernel", "opts": h.opts(False)}
+                            for n, h in d.kernels.items()]}
+
     def _compile(self):
         d = self.driver
         with d.lock:
@@ -544,11 +557,7 @@ class CompiledRunner:
                 return
             t0 = time.perf_counter()
             try:
-                import numba
-                sig = [numba.typeof(self.ip), numba.typeof(self.fp)]
-                sig += [_array_type(a.dtype, a.ndim) for a in self.spec.in_avals]
-                sig += [numba.typeof(c) for c in self.consts]
-                d.fn.compile(tuple(sig))
+                d.fn.compile(numba_types(self._sig_spec()))
                 d.compiled = True
                 stats["drivers_compiled"] += 1
                 if config.log_compiles:
@@ -557,11 +566,13 @@ class CompiledRunner:
             except Exception as e:   # a bug in the generated code: fall back, loudly
                 if STRICT:
                     raise
-                d.failed = e
-                logger.warning("tracer: compiling the %s loop failed (%s: %s); it runs as a "
-                               "Python loop around compiled kernels. This is a bug in "
-                               "tracer's backend; please report it.", self.spec.kind,
-                               type(e).__name__, e)
+                self._fail(e)
+
+    def _fail(self, e):
+        self.driver.failed = e
+        logger.warning("tracer: compiling the %s loop %s failed (%s); it runs as a Python "
+                       "loop around compiled kernels. This is a bug in tracer's backend; "
+                       "please report it.", self.spec.kind, self.driver.path, e)
 
     def __call__(self, arrays):
         mode = config.jit_compile
@@ -570,10 +581,16 @@ class CompiledRunner:
             return self.host(arrays)
         if not d.compiled:
             if mode == "async":
-                from numba_backend.executor import _background
-                _background.submit(self._compile)
-                return self.host(arrays)
-            self._compile()
+                from numba_backend.workers import pool
+                if d.job is None:
+                    d.job = pool.submit(self._job(), self._compile)
+                if not d.job.done():
+                    return self.host(arrays)
+                reply = d.job.result()
+                if not reply["ok"]:
+                    self._fail(reply.get("error"))
+                    return self.host(arrays)
+            self._compile()        # after a worker's compile: a disk-cache load
             if not d.compiled:
                 return self.host(arrays)
         args = [_prep(_to_storage(a)) for a in arrays]
@@ -589,12 +606,6 @@ def _prep(a):
         a = a.view()
         a.flags.writeable = False
     return a
-
-
-def _array_type(dtype, ndim):
-    import numba
-    from numba import types
-    return types.Array(numba.from_dtype(_storage(dtype)), ndim, "C", readonly=True)
 
 
 # --------------------------------------- host loops ---------------------------------------

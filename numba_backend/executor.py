@@ -12,8 +12,10 @@
 - a slot is released after its last use.
 
 Tiers (``config.jit_compile``): "sync" compiles every kernel before the first run;
-"async" runs the optimized jaxpr through the NumPy impls (the eager reference) while a
-background thread compiles, then switches; "none" never compiles. With
+"async" runs the optimized jaxpr through the NumPy impls (the eager reference) while
+compile workers (``numba_backend.workers``: other processes, so the program keeps its
+GIL) compile into the disk cache, then loads the kernels from there and switches; "none"
+never compiles. With
 ``config.debug_kernels`` the generated kernels run as plain Python.
 """
 from __future__ import annotations
@@ -30,18 +32,20 @@ import numpy as np
 
 from lowering.ir import HostStep, KernelStep, LibraryCall, Program
 from numba_backend import cache, codegen
+from numba_backend.workers import pool
 from tracer.config import config
 from tracer.core import Token, new_base_main
-from tracer.jaxpr import Literal
+from tracer.jaxpr import eval_jaxpr_impls
 
 logger = logging.getLogger("tracer")
 STRICT = os.environ.get("TRACER_STRICT_LOWERING", "") not in ("", "0")
 
 
 class _Background:
-    """One daemon thread compiling kernels in submission order. Daemon: a script that
-    exits while a compile is pending does not wait for it (Numba writes its cache files
-    atomically, so an abandoned compile leaves no damaged entry)."""
+    """One daemon thread compiling kernels in submission order, where compile workers
+    cannot be started. Daemon: a script that exits while a compile is pending does not
+    wait for it (Numba writes its cache files atomically, so an abandoned compile leaves
+    no damaged entry)."""
 
     def __init__(self):
         self._queue: queue.Queue = queue.Queue()
@@ -115,7 +119,7 @@ class Executable:
             self.handles.append(cache.get_kernel(src, k))
         self._plan()
         self.state = "ready" if not self.handles else "pending"
-        self._future = None
+        self._jobs = None    # [(kernel handle, Future of its compile worker's reply)]
         self._lock = threading.Lock()
 
     # -- planning: slots, per-step closures --
@@ -176,17 +180,32 @@ class Executable:
 
     def _compile_in_background(self):
         with self._lock:
-            if self._future is None:
-                self._future = _background.submit(self._background_job)
+            if self._jobs is None:
+                self._jobs = [(h, pool.submit(h.job(False), h.serial))
+                              for h in self.handles if not h.ready]
 
-    def _background_job(self):
-        try:
-            for h in self.handles:
-                h.serial()
-            self.state = "ready"
-        except Exception as e:   # never raise in the background
-            self.state = "failed"
-            logger.warning("tracer: background compile of %s failed: %s", self.name, e)
+    def _switch(self):
+        """The background compiles have ended: load their kernels from the disk cache
+        (milliseconds each) and switch to the compiled tier, or stay on the NumPy tier for
+        good if one of them failed (its answers are the same)."""
+        with self._lock:
+            if self.state != "pending":
+                return
+            failed = [(h, f.result()) for h, f in self._jobs if not f.result()["ok"]]
+            if failed:
+                self.state = "failed"
+                for h, r in failed:
+                    logger.warning("tracer: kernel %s of %s failed to compile (%s); %s keeps "
+                                   "running through the NumPy impls. This is a bug in "
+                                   "tracer's backend; please report it.", h.path, self.name,
+                                   r.get("error"), self.name)
+                return
+            t0 = time.perf_counter()
+            self.ensure_compiled()
+            if self.state == "ready" and config.log_compiles:
+                logger.warning("tracer: %s switches to its compiled tier (%d kernels loaded "
+                               "in %.1f ms)", self.name, len(self.handles),
+                               (time.perf_counter() - t0) * 1e3)
 
     def __call__(self, args):
         if config.debug_kernels:
@@ -199,18 +218,23 @@ class Executable:
             if self.state == "ready":
                 return self.run_compiled(args)
         elif mode == "async" and self.state == "pending":
-            if self._future is None and all(h.ready or h.on_disk() for h in self.handles):
+            if self._jobs is None and all(h.ready or h.on_disk() for h in self.handles):
                 self.ensure_compiled()           # loads from the disk cache: milliseconds
-                if self.state == "ready":
-                    return self.run_compiled(args)
-            self._compile_in_background()
+            elif self._jobs is not None and all(f.done() for _, f in self._jobs):
+                self._switch()
+            else:
+                self._compile_in_background()
+            if self.state == "ready":
+                return self.run_compiled(args)
         return self.run_numpy(args)
 
     def wait(self):
-        """Block until a background compile (if any) is done."""
-        f = self._future
-        if f is not None:
-            f.result()
+        """Block until the background compiles (if any) are done, then switch tiers."""
+        jobs = self._jobs
+        if jobs is not None:
+            for _, f in jobs:
+                f.result()
+            self._switch()
 
     # -- NumPy tier --
     def run_numpy(self, args):
@@ -278,10 +302,18 @@ class Executable:
         if handle.ready_parallel():
             return handle._par
         if config.jit_compile == "async":
-            _background.submit(handle.parallel)
-            return serial
+            if handle.par_job is None:
+                handle.par_job = pool.submit(handle.job(True), handle.parallel)
+            if not handle.par_job.done():
+                return serial
+            if not handle.par_job.result()["ok"]:
+                logger.warning("tracer: the parallel variant of kernel %s failed to compile "
+                               "(%s); serial loops are used", handle.path,
+                               handle.par_job.result().get("error"))
+                handle._par = serial
+                return serial
         try:
-            return handle.parallel()
+            return handle.parallel()       # after a worker's compile: a disk-cache load
         except Exception as e:
             if STRICT:
                 raise
@@ -327,32 +359,9 @@ def _parallel_ok() -> bool:
 
 
 def eval_numpy(jaxpr, consts, args):
-    """Interpret ``jaxpr`` with the NumPy impls (the eager reference), results cast to the
-    equations' avals exactly as eager evaluation does."""
-    env: dict = {}
-    for v, c in zip(jaxpr.constvars, consts):
-        env[v] = np.asarray(c)
-    for v, a in zip(jaxpr.invars, args):
-        env[v] = a
-
-    def read(a):
-        return np.asarray(a.val) if isinstance(a, Literal) else env[a]
-
+    """The NumPy tier: ``jaxpr`` through the NumPy impls (the eager reference)."""
     with new_base_main(), np.errstate(all="ignore"):
-        for eqn in jaxpr.eqns:
-            outs = eqn.primitive.impl(*[read(a) for a in eqn.invars], **eqn.params)
-            if not eqn.primitive.multiple_results:
-                outs = [outs]
-            for v, o in zip(eqn.outvars, outs):
-                aval = v.aval
-                if isinstance(o, Token):
-                    env[v] = o
-                    continue
-                o = np.asarray(o)
-                if hasattr(aval, "dtype") and o.dtype != aval.dtype:
-                    o = o.astype(aval.dtype)
-                env[v] = o
-    return [read(a) for a in jaxpr.outvars]
+        return eval_jaxpr_impls(jaxpr, consts, args)
 
 
 def compile_program(program: Program, name: str = "jit") -> Executable:

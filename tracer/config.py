@@ -4,9 +4,12 @@ Flags (name: default, meaning):
 
 - ``enable_x64`` (True): 64-bit default dtypes (like NumPy). False gives JAX's 32-bit defaults.
 - ``disable_jit`` (False): ``jit`` runs its function eagerly.
-- ``jit_compile`` ("async"): "async" answers first calls through the NumPy impls while Numba
-  compiles in the background; "sync" waits for the compiled code; "none" never compiles
-  (the optimized jaxpr runs through the NumPy impls).
+- ``jit_compile`` ("async"): "async" answers first calls through the NumPy impls while
+  compile worker processes compile the kernels into the disk cache (env
+  ``TRACER_COMPILE_WORKERS``: how many; compiles pending when the program ends are finished
+  by the workers within ``TRACER_COMPILE_AFTER_EXIT_S``, default 120 s, so the next run is
+  warm); "sync" compiles in this process and waits; "none" never compiles (the optimized
+  jaxpr runs through the NumPy impls).
 - ``log_compiles`` (False): log every trace and compile with its time (logger ``tracer``).
 - ``debug_nans`` (False): when a jitted function produces a NaN, re-run it eagerly and raise
   FloatingPointError naming the first primitive that produced one.

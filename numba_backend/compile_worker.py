@@ -1,0 +1,110 @@
+"""The compile worker: a separate process that compiles generated modules into Numba's
+disk cache, so that the program that asked neither waits for the compile nor holds its GIL.
+
+The program (``numba_backend.workers``) writes one JSON job a line to the worker's standard
+input and reads one JSON reply a line from its standard output. A job names a generated
+module by path (the cache directory already holds it), the function to compile, Numba's
+options and the argument types (``type_spec`` below); the worker imports the module under
+the name the program uses, compiles with ``cache=True`` and replies ``{"id", "ok",
+"seconds"}`` or ``{"id", "ok": false, "error"}``. The program then loads the compiled code
+from the disk cache in milliseconds.
+
+When the program ends, its end of the pipe closes: the worker finishes the jobs it has
+already received (within ``TRACER_COMPILE_AFTER_EXIT_S`` seconds, default 120), so that
+the next run finds them in the cache, and exits. Replies that no one reads are dropped.
+
+This module imports only NumPy, Numba and the generated modules (which import
+``numba_backend``'s njit helpers): never ``tracer``.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+
+
+# ---------------------------------- argument types ----------------------------------------
+
+def array_spec(dtype, ndim: int, readonly: bool) -> list:
+    """The JSON form of a C-contiguous array type (float16 travels as its uint16 bits)."""
+    import numpy as np
+    dtype = np.dtype(dtype)
+    if dtype == np.float16:
+        dtype = np.dtype(np.uint16)
+    return [dtype.str, int(ndim), bool(readonly)]
+
+
+def numba_types(spec) -> tuple:
+    """Numba argument types from a list of ``array_spec`` entries."""
+    import numba
+    import numpy as np
+    from numba import types
+    return tuple(types.Array(numba.from_dtype(np.dtype(d)), n, "C", readonly=r)
+                 for d, n, r in spec)
+
+
+# ---------------------------------- modules and jobs --------------------------------------
+
+def load_module(name: str, path: str):
+    """Import a generated module from ``path`` as ``name`` (once per process)."""
+    mod = sys.modules.get(name)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        sys.modules[name] = mod
+    return mod
+
+
+def dispatcher(module, func: str, opts: dict):
+    import numba
+    fast = set(opts["fastmath"]) if opts.get("fastmath") else False
+    kw = dict(cache=opts.get("cache", True), nogil=True, error_model="numpy", fastmath=fast)
+    if opts.get("parallel"):
+        kw["parallel"] = True
+    return numba.njit(**kw)(getattr(module, func))
+
+
+def run_job(job: dict) -> None:
+    """Compile one job's function into the disk cache."""
+    mod = load_module(job["module"], job["path"])
+    # a loop driver calls its kernels as module globals: give it their dispatchers
+    for k in job.get("globals", ()):
+        kmod = load_module(k["module"], k["path"])
+        setattr(mod, k["name"], dispatcher(kmod, k["func"], k["opts"]))
+    dispatcher(mod, job["func"], job["opts"]).compile(numba_types(job["sig"]))
+
+
+def _reply(out, msg: dict) -> None:
+    try:
+        out.write(json.dumps(msg) + "\n")
+        out.flush()
+    except (BrokenPipeError, OSError, ValueError):
+        pass   # the program has ended: the cache entry is what counts
+
+
+def main() -> None:
+    out = sys.stdout
+    sys.stdout = sys.stderr   # stray prints of compiled code must not break the protocol
+    grace = float(os.environ.get("TRACER_COMPILE_AFTER_EXIT_S", "120"))
+    parent = os.getppid()
+    deadline = None
+    for line in sys.stdin:   # jobs still in the pipe when the program ends are still read
+        job = json.loads(line)
+        t0 = time.perf_counter()
+        try:
+            run_job(job)
+            _reply(out, {"id": job["id"], "ok": True, "seconds": time.perf_counter() - t0})
+        except Exception as e:   # reported to the program, which keeps its baseline tier
+            _reply(out, {"id": job["id"], "ok": False,
+                         "error": f"{type(e).__name__}: {e}"[:4000]})
+        if deadline is None and os.getppid() != parent:
+            deadline = time.monotonic() + grace     # the program has ended
+        if deadline is not None and time.monotonic() > deadline:
+            break
+
+
+if __name__ == "__main__":
+    main()
