@@ -1258,6 +1258,3 @@ def full_like(x, fill_value, dtype=None, shape=None):
     return full(aval.shape if shape is None else shape, fill_value,
                 aval.dtype if dtype is None else dtype)
 
-
-# add_any (tangent accumulation) is element-wise: it batches like add.
-batching.defbroadcasting(ad.add_any_p)
