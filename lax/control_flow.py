@@ -35,7 +35,7 @@ import operator
 
 import numpy as np
 
-from tracer import dtypes
+from tracer import core, dtypes
 from tracer.config import config
 from tracer.core import (Array, Primitive, ShapedArray, Tracer, get_aval, new_base_main,
                          to_numpy, valid_jaxtype)
@@ -538,17 +538,38 @@ def _cond_batch(axis_data, vals, dims, *, branches):
     if idim is not None:
         # A batched index: every branch runs on the whole batch; each member's result is
         # selected from its own branch.
-        from lax.elementwise import bitwise_or, ge, lt, select, select_n
+        from lax.elementwise import bitwise_or, eq, ge, lt, select, select_n
         from lax.shapes import broadcast_in_dim, full_like
         n = len(branches)
         index = batching.moveaxis(index, idim, 0)
         bad = bitwise_or(lt(index, full_like(index, 0)), ge(index, full_like(index, n)))
         index = select(bad, full_like(index, n - 1), index)
+        # Differentiating the selects later would push a zero cotangent through the
+        # branch each member did not take, and its rules may turn it into NaN there
+        # (0 * inf: the untaken branch's derivative can be infinite at that member's
+        # values). So, as in JAX, each branch sees its inexact operands through
+        # select(taken, x, stop_gradient(x)): members that did not take it get no
+        # derivative from it at all, in every later jvp or transposition. Unbatched
+        # operands are broadcast for that (their cotangent is a sum over members, each
+        # masked). Concrete operands (eager vmap) cannot be differentiated afterwards and
+        # are passed as they are.
+        masked = core.find_top_trace(ops) is not None
         branch_outs = []
-        for b in branches:
+        for i, b in enumerate(branches):
+            b_ops, b_dims = ops, odims
+            if masked:
+                taken = eq(index, full_like(index, i))
+                b_ops, b_dims = [], []
+                for v, d in _zip(ops, odims):
+                    if dtypes.is_inexact(get_aval(v).dtype):
+                        v = batching.bdim_at_front(v, d, size)
+                        which = broadcast_in_dim(taken, get_aval(v).shape, (0,))
+                        v, d = select(which, v, ad.stop_gradient(v)), 0
+                    b_ops.append(v)
+                    b_dims.append(d)
             outs, out_dims = batching.vmap_flat(
                 functools.partial(eval_jaxpr, b.jaxpr, b.consts), size, axis_data.name,
-                odims, ops)
+                b_dims, b_ops)
             branch_outs.append([batching.matchaxis(size, d, 0, o)
                                 for o, d in _zip(outs, out_dims)])
         results = []

@@ -159,7 +159,7 @@ def log(x):
 
 
 log_p = standard_unop("log", np_errstate(np.log), _inexact)
-defjvp(log_p, lambda g, x: div(g, x))
+defjvp(log_p, lambda g, x: safe_div(g, x))
 
 
 def expm1(x):
@@ -177,7 +177,7 @@ def log1p(x):
 
 
 log1p_p = standard_unop("log1p", np_errstate(np.log1p), _inexact)
-defjvp(log1p_p, lambda g, x: div(g, add(x, _const(x, 1))))
+defjvp(log1p_p, lambda g, x: safe_div(g, add(x, _const(x, 1))))
 
 
 def tanh(x):
@@ -238,7 +238,7 @@ def sqrt(x):
 
 
 sqrt_p = standard_unop("sqrt", np_errstate(np.sqrt), _inexact)
-defjvp2(sqrt_p, lambda g, ans, x: div(g, mul(_const(ans, 2), ans)))
+defjvp2(sqrt_p, lambda g, ans, x: safe_div(g, mul(_const(ans, 2), ans)))
 
 
 def rsqrt(x):
@@ -252,7 +252,7 @@ def _rsqrt_impl(x):
 
 
 rsqrt_p = standard_unop("rsqrt", _rsqrt_impl, _inexact)
-defjvp2(rsqrt_p, lambda g, ans, x: mul(g, mul(_const(ans, -0.5), div(ans, x))))
+defjvp2(rsqrt_p, lambda g, ans, x: safe_mul(g, mul(_const(ans, -0.5), div(ans, x))))
 
 
 def cbrt(x):
@@ -261,7 +261,7 @@ def cbrt(x):
 
 
 cbrt_p = standard_unop("cbrt", np.cbrt, _float)
-defjvp2(cbrt_p, lambda g, ans, x: mul(g, mul(_const(ans, 1 / 3), integer_pow(ans, -2))))
+defjvp2(cbrt_p, lambda g, ans, x: safe_mul(g, mul(_const(ans, 1 / 3), integer_pow(ans, -2))))
 
 
 def erf(x):
@@ -445,7 +445,9 @@ def _integer_pow_jvp(g, x, *, y):
         return full_like(g, 0)
     if y == 1:
         return g
-    return mul(g, mul(_const(x, y), x if y == 2 else integer_pow(x, y - 1)))
+    # A negative power has a pole at 0: zero-safe scaling (see safe_mul).
+    scale = safe_mul if y < 0 else mul
+    return scale(g, mul(_const(x, y), x if y == 2 else integer_pow(x, y - 1)))
 
 
 integer_pow_p = Primitive("integer_pow")
@@ -569,8 +571,8 @@ def div(x, y):
 
 
 div_p = standard_naryop("div", _div_impl, _num)
-defjvp(div_p, lambda g, x, y: div(g, y),
-       lambda g, x, y: mul(neg(g), div(x, mul(y, y))))
+defjvp(div_p, lambda g, x, y: safe_div(g, y),
+       lambda g, x, y: safe_mul(neg(g), div(x, mul(y, y))))
 
 
 def _div_transpose(cts, x, y):
@@ -582,6 +584,66 @@ def _div_transpose(cts, x, y):
 
 
 ad.primitive_transposes[div_p] = _div_transpose
+
+
+# ------------------------- zero-safe scaling of (co)tangents ----------------------------
+# The derivative of sqrt, log, div, ... is infinite or undefined at some points (sqrt' at
+# 0 is inf). Where the incoming tangent is exactly zero — a lane masked by ``where``, the
+# branch a vmapped ``cond`` did not take — the rules of those primitives must give exactly
+# zero, not 0 * inf = NaN: so ``grad(lambda r2: where(r2 > 0, sqrt(r2), 0.))(0.)`` is 0
+# without JAX's "double where". The rules scale their tangent with these two primitives
+# (the rest of the rule set is unchanged, so other primitives pay nothing):
+#
+#     safe_mul(t, d) = t where t == 0, else t * d
+#     safe_div(t, d) = t where t == 0, else t / d
+#
+# Both are linear in t, and their transpose is the same operation applied to the
+# cotangent (ct where ct == 0, else ct * d): reverse mode checks the cotangent that
+# arrives, so the mask survives linearize and transposition. A nonzero (or NaN) tangent
+# is scaled as before, so grad(sqrt)(0.) is still inf and NaNs still propagate.
+
+def safe_mul(t, d):
+    """``t * d`` element-wise, except exactly ``t`` (a zero) where ``t == 0``, even where
+    ``d`` is inf or NaN. Inexact dtypes; equal shapes or rank-0 operands. The derivative
+    rules of primitives with infinite derivatives scale tangents with it."""
+    return _bind_binary(safe_mul_p, t, d)
+
+
+def safe_div(t, d):
+    """``t / d`` element-wise, except exactly ``t`` (a zero) where ``t == 0``, even where
+    ``d`` is 0 or NaN (see ``safe_mul``)."""
+    return _bind_binary(safe_div_p, t, d)
+
+
+def _zero_safe_impl(op):
+    def impl(t, d):
+        with np.errstate(all="ignore"):
+            return np.where(t == 0, t, op(t, d)).astype(np.result_type(t, d))
+    return impl
+
+
+safe_mul_p = standard_naryop("safe_mul", _zero_safe_impl(np.multiply), _inexact)
+# Bilinear: d/dt is safe_mul(t_dot, d); d/dd is safe_mul(t, d_dot), masked by t itself
+# (the exact derivative of a function that is 0 wherever t == 0).
+defbilinear(safe_mul_p, lambda ct, t, d: safe_mul(ct, d), lambda ct, t, d: safe_mul(t, ct))
+
+safe_div_p = standard_naryop("safe_div", _zero_safe_impl(np.true_divide), _inexact)
+# d/dd (t / d) = -(t / d) * d_dot / d, zero wherever the quotient is.
+defjvp2(safe_div_p, lambda g, ans, t, d: safe_div(g, d),
+        lambda g, ans, t, d: neg(safe_div(safe_mul(ans, g), d)))
+
+
+def _safe_div_transpose(cts, t, d):
+    (ct,) = cts
+    if ad.is_undefined_primal(d):
+        raise ValueError("safe_div: cannot transpose with respect to the divisor (the "
+                         "program is not linear in it)")
+    if type(ct) is Zero:
+        return [None, None]
+    return [ad.unbroadcast(t.aval, safe_div(ct, d)), None]
+
+
+ad.primitive_transposes[safe_div_p] = _safe_div_transpose
 
 
 def _rem_impl(x, y):
@@ -604,7 +666,7 @@ def rem(x, y):
 
 rem_p = standard_naryop("rem", _rem_impl, _num)
 defjvp(rem_p, lambda g, x, y: g,
-       lambda g, x, y: mul(neg(g), mul(sign(div(x, y)), floor(abs(div(x, y))))))
+       lambda g, x, y: safe_mul(neg(g), mul(sign(div(x, y)), floor(abs(div(x, y))))))
 
 
 def pow(x, y):
@@ -635,13 +697,13 @@ pow_p = standard_naryop("pow", _pow_impl, _num)
 def _pow_jvp_lhs(g, x, y):
     # y * x ** (y - 1), as JAX computes it: at x = 0, y = 0 this is 0 * inf = nan (JAX's
     # value), not the limit 0.
-    return mul(g, mul(y, pow(x, sub(y, _const(y, 1)))))
+    return safe_mul(g, mul(y, pow(x, sub(y, _const(y, 1)))))
 
 
 def _pow_jvp_rhs(g, x, y):
     ans = pow(x, y)
     safe_x = select(eq(x, _const(x, 0)), full_like(x, 1), x)
-    return mul(g, mul(log(safe_x), ans))
+    return safe_mul(g, mul(log(safe_x), ans))
 
 
 defjvp(pow_p, _pow_jvp_lhs, _pow_jvp_rhs)
@@ -696,8 +758,8 @@ def atan2(x, y):
 
 
 atan2_p = standard_naryop("atan2", np_errstate(np.arctan2), _float)
-defjvp(atan2_p, lambda g, x, y: mul(g, div(y, add(mul(x, x), mul(y, y)))),
-       lambda g, x, y: mul(g, div(neg(x), add(mul(x, x), mul(y, y)))))
+defjvp(atan2_p, lambda g, x, y: safe_mul(g, div(y, add(mul(x, x), mul(y, y)))),
+       lambda g, x, y: safe_mul(g, div(neg(x), add(mul(x, x), mul(y, y)))))
 
 
 def bitwise_and(x, y):
@@ -1258,6 +1320,3 @@ def full_like(x, fill_value, dtype=None, shape=None):
     return full(aval.shape if shape is None else shape, fill_value,
                 aval.dtype if dtype is None else dtype)
 
-
-# add_any (tangent accumulation) is element-wise: it batches like add.
-batching.defbroadcasting(ad.add_any_p)

@@ -91,7 +91,7 @@ def acos(x):
 
 
 acos_p = standard_unop("acos", _keep_dtype(np.arccos), _inexact)
-defjvp(acos_p, lambda g, x: ew.mul(g, ew.neg(ew.rsqrt(ew.sub(_one(x), ew.square(x))))))
+defjvp(acos_p, lambda g, x: ew.safe_mul(g, ew.neg(ew.rsqrt(ew.sub(_one(x), ew.square(x))))))
 
 
 def asin(x):
@@ -100,7 +100,7 @@ def asin(x):
 
 
 asin_p = standard_unop("asin", _keep_dtype(np.arcsin), _inexact)
-defjvp(asin_p, lambda g, x: ew.mul(g, ew.rsqrt(ew.sub(_one(x), ew.square(x)))))
+defjvp(asin_p, lambda g, x: ew.safe_mul(g, ew.rsqrt(ew.sub(_one(x), ew.square(x)))))
 
 
 def atan(x):
@@ -121,7 +121,7 @@ def acosh(x):
 acosh_p = standard_unop("acosh", _keep_dtype(np.arccosh), _inexact)
 # 1/(sqrt(x-1) sqrt(x+1)) rather than rsqrt(x*x-1): equal for real x > 1, and the
 # holomorphic derivative of the principal branch everywhere off its cut.
-defjvp(acosh_p, lambda g, x: ew.mul(g, ew.mul(ew.rsqrt(ew.sub(x, _one(x))),
+defjvp(acosh_p, lambda g, x: ew.safe_mul(g, ew.mul(ew.rsqrt(ew.sub(x, _one(x))),
                                                ew.rsqrt(ew.add(x, _one(x))))))
 
 
@@ -141,8 +141,8 @@ def atanh(x):
 
 
 atanh_p = standard_unop("atanh", _keep_dtype(np.arctanh), _inexact)
-defjvp(atanh_p, lambda g, x: ew.mul(ew.reciprocal(ew.add(_one(x), x)),
-                                    ew.div(g, ew.sub(_one(x), x))))
+defjvp(atanh_p, lambda g, x: ew.safe_div(g, ew.mul(ew.add(_one(x), x),
+                                                   ew.sub(_one(x), x))))
 
 
 def sinh(x):
@@ -174,7 +174,7 @@ def lgamma(x):
 
 
 lgamma_p = standard_unop("lgamma", _kernel_impl("lgamma"), _float)
-defjvp(lgamma_p, lambda g, x: ew.mul(g, digamma(x)))
+defjvp(lgamma_p, lambda g, x: ew.safe_mul(g, digamma(x)))
 
 
 def digamma(x):
@@ -187,7 +187,7 @@ def digamma(x):
 
 
 digamma_p = standard_unop("digamma", _kernel_impl("digamma"), _float)
-defjvp(digamma_p, lambda g, x: ew.mul(g, polygamma(_one(x), x)))
+defjvp(digamma_p, lambda g, x: ew.safe_mul(g, polygamma(_one(x), x)))
 
 
 def polygamma(m, x):
@@ -209,7 +209,7 @@ def _polygamma_grad_m(g, m, x):
 
 polygamma_p = standard_naryop("polygamma", _kernel_impl("polygamma"), _float)
 defjvp(polygamma_p, _polygamma_grad_m,
-       lambda g, m, x: ew.mul(g, polygamma(ew.add(m, _one(m)), x)))
+       lambda g, m, x: ew.safe_mul(g, polygamma(ew.add(m, _one(m)), x)))
 
 
 def zeta(x, q):
@@ -231,7 +231,7 @@ def _zeta_grad_x(g, x, q):
 
 zeta_p = standard_naryop("zeta", _kernel_impl("zeta"), _float)
 defjvp(zeta_p, _zeta_grad_x,
-       lambda g, x, q: ew.mul(g, ew.neg(ew.mul(x, zeta(ew.add(x, _one(x)), q)))))
+       lambda g, x, q: ew.safe_mul(g, ew.neg(ew.mul(x, zeta(ew.add(x, _one(x)), q)))))
 
 
 # ================================ incomplete gamma ====================================
@@ -274,11 +274,11 @@ def _igamma_density(a, x):
 
 
 igamma_p = standard_naryop("igamma", _kernel_impl("igamma"), _float)
-defjvp(igamma_p, lambda g, a, x: ew.mul(g, igamma_grad_a(a, x)),
-       lambda g, a, x: ew.mul(g, _igamma_density(a, x)))
+defjvp(igamma_p, lambda g, a, x: ew.safe_mul(g, igamma_grad_a(a, x)),
+       lambda g, a, x: ew.safe_mul(g, _igamma_density(a, x)))
 igammac_p = standard_naryop("igammac", _kernel_impl("igammac"), _float)
-defjvp(igammac_p, lambda g, a, x: ew.neg(ew.mul(g, igamma_grad_a(a, x))),
-       lambda g, a, x: ew.neg(ew.mul(g, _igamma_density(a, x))))
+defjvp(igammac_p, lambda g, a, x: ew.neg(ew.safe_mul(g, igamma_grad_a(a, x))),
+       lambda g, a, x: ew.neg(ew.safe_mul(g, _igamma_density(a, x))))
 igamma_grad_a_p = standard_naryop("igamma_grad_a", _kernel_impl("igamma_grad_a"), _float)
 
 
@@ -311,7 +311,7 @@ def _betainc_grad_x(g, a, b, x):
     log_b = ew.sub(ew.add(lgamma(a), lgamma(b)), lgamma(ew.add(a, b)))
     log_d = ew.sub(ew.add(ew.mul(ew.sub(a, _one(a)), ew.log(x)),
                           ew.mul(ew.sub(b, _one(b)), ew.log1p(ew.neg(x)))), log_b)
-    return ew.mul(g, ew.exp(log_d))
+    return ew.safe_mul(g, ew.exp(log_d))
 
 
 regularized_incomplete_beta_p = standard_naryop("regularized_incomplete_beta",
@@ -356,8 +356,8 @@ def erf_inv(x):
 
 
 erf_inv_p = standard_unop("erf_inv", _kernel_impl("erf_inv"), _float)
-defjvp2(erf_inv_p, lambda g, ans, x: ew.mul(_const(x, _SQRT_PI_OVER_TWO),
-                                            ew.mul(g, ew.exp(ew.square(ans)))))
+defjvp2(erf_inv_p, lambda g, ans, x: ew.safe_mul(g, ew.mul(_const(x, _SQRT_PI_OVER_TWO),
+                                                             ew.exp(ew.square(ans)))))
 
 
 def erfc_inv(x):
@@ -368,8 +368,8 @@ def erfc_inv(x):
 
 
 erfc_inv_p = standard_unop("erfc_inv", _kernel_impl("erfc_inv"), _float)
-defjvp2(erfc_inv_p, lambda g, ans, x: ew.mul(_const(x, -_SQRT_PI_OVER_TWO),
-                                             ew.mul(g, ew.exp(ew.square(ans)))))
+defjvp2(erfc_inv_p, lambda g, ans, x: ew.safe_mul(g, ew.mul(_const(x, -_SQRT_PI_OVER_TWO),
+                                                              ew.exp(ew.square(ans)))))
 
 
 # ======================================= Bessel =======================================

@@ -56,6 +56,17 @@ for _p in (ew.max_p, ew.min_p, ew.rem_p, ew.pow_p):
     scalar_exprs[_p] = _complex_arith_guard(_p)
 
 
+def _zero_safe(name):
+    # lax.elementwise.safe_mul / safe_div: t where t == 0, else t (op) d, like the impl.
+    def rule(ctx, t, d):
+        return ctx.select(ctx.op("eq", t, ctx.const(0, _dt(t))), t, ctx.op(name, t, d))
+    return rule
+
+
+scalar_exprs[ew.safe_mul_p] = _zero_safe("mul")
+scalar_exprs[ew.safe_div_p] = _zero_safe("div")
+
+
 def _neg(ctx, x):
     return ctx.op("neg", x)
 

@@ -238,6 +238,12 @@ def _simplify_eqn(eqn, invars):
     elif name == "select_n":
         if len(invars) == 2:
             return invars[1]
+        # All cases one var (a vmapped cond selects x or stop_gradient(x), the same value
+        # once stop_gradient is gone).
+        cases = invars[1:]
+        if isinstance(cases[0], Var) and all(c is cases[0] for c in cases) \
+                and _same_type(cases[0], out):
+            return cases[0]
     elif name == "integer_pow":
         if p["y"] == 1:
             return invars[0]

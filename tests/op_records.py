@@ -1132,6 +1132,17 @@ R.append(binop("add_any", lambda x, y: ad.add_any_p.bind(x, y), ad.add_any_p, NU
                cases=(C((4,), (4,)), C((2, 3), (2, 3)), C((0, 3), (0, 3))),
                grad=2, grad_cases=(C((2, 3), (2, 3)),), linear=((0, 1),), edge=False))
 
+# Zero-safe scaling of (co)tangents (the derivative rules of sqrt, log, div, ...): t where
+# t == 0 (even where d is inf or NaN), else t * d or t / d.
+R += [
+    binop("safe_mul", ew.safe_mul, ew.safe_mul_p, INEXACT,
+          _hpfn(lambda t, d: np.where(t == 0, t, t * d)), grad=2, grad_dtypes=_INEX_GRAD,
+          linear=((0,), (1,))),
+    binop("safe_div", ew.safe_div, ew.safe_div_p, INEXACT,
+          _hpfn(lambda t, d: np.where(t == 0, t, t / d)), rng=(rand_default(), rand_nonzero()),
+          grad=2, grad_dtypes=_INEX_GRAD, linear=((0,),)),
+]
+
 RECORDS: list[OpRecord] = R
 # The primitives defined by lax.elementwise (element-wise semantics: edge values apply).
 ELEMENTWISE_PRIMS = frozenset(v for v in vars(ew).values() if isinstance(v, tracer.Primitive))

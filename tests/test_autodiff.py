@@ -364,7 +364,9 @@ KINKS = [
     ('log_0', lambda x: N.log(x), (0.0,), 0, inf),
     ('log_neg', lambda x: N.log(x), (-1.0,), 0, -1.0),
     ('atan2_00', lambda x, y: N.arctan2(x, y), (0.0, 0.0,), (0, 1), (nan, nan)),
-    ('xlogx_0', lambda x: x * N.log(x), (0.0,), 0, nan),
+    # JAX: nan. Here the cotangent reaching log is x * 1 = 0, which log's rule maps to
+    # exactly 0 (zero-safe derivative rules), leaving log(0) = -inf, the true limit.
+    ('xlogx_0', lambda x: x * N.log(x), (0.0,), 0, -inf),
     ('expm1_0', lambda x: N.expm1(x), (0.0,), 0, 1.0),
     ('log1p_0', lambda x: N.log1p(x), (0.0,), 0, 1.0),
     ('div_y0', lambda x, y: x / y, (1.0, 0.0,), (0, 1), (inf, -inf)),

@@ -150,8 +150,23 @@ def _add_any_transpose(cts, x, y):
     return [ct, ct]
 
 
+def _add_any_batch(axis_size, vals, dims):
+    # The two summands of an accumulation often differ in batching: under vmap(grad(f)) a
+    # value used twice gets one cotangent that depends on the example and one that does
+    # not (f32[] and f32[8]), or both are batched on different axes. add_any's operands
+    # must have equal types, so the unbatched one is broadcast and the other moved to the
+    # first mapped operand's batch axis (add's rule would keep an unbatched scalar as it is).
+    x, y = vals
+    dx, dy = dims
+    out_dim = dx if dx is not batching.not_mapped else dy
+    x = batching.matchaxis(axis_size, dx, out_dim, x)
+    y = batching.matchaxis(axis_size, dy, out_dim, y)
+    return [add_any_p.bind(x, y)], [out_dim]
+
+
 primitive_jvps[add_any_p] = _add_any_jvp
 primitive_transposes[add_any_p] = _add_any_transpose
+batching.primitive_batchers[add_any_p] = _add_any_batch
 
 
 # -------------------------------- stop_gradient -----------------------------------------

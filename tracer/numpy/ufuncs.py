@@ -704,31 +704,77 @@ def hypot(x1, x2, /):
 
 def logaddexp(x1, x2, /):
     """log(exp(x1) + exp(x2)) without overflow (``numpy.logaddexp``); equal infinities
-    give that infinity."""
+    give that infinity.
+
+    Derivatives: the softmax weights ``exp(x1 - out)`` and ``exp(x2 - out)`` (JAX's
+    custom jvp), computed as ``logistic(±(x1 - x2))``: 0.5 each at a tie, and finite at
+    infinite inputs — (1, 0) at (inf, finite), 0.5 each at equal infinities (JAX gives
+    (1, 1) at (inf, 0) and NaN at (-inf, -inf)); NaN for a NaN input."""
     a, b = _full_broadcast(*_real_inexact_args("logaddexp", x1, x2))
+    return _logaddexp(a, b)
+
+
+def logaddexp2(x1, x2, /):
+    """log2(2**x1 + 2**x2) without overflow (``numpy.logaddexp2``). Derivatives: the
+    weights ``2**(x1 - out)`` and ``2**(x2 - out)``, at ties and infinities as for
+    ``logaddexp``."""
+    a, b = _full_broadcast(*_real_inexact_args("logaddexp2", x1, x2))
+    return _logaddexp2(a, b)
+
+
+def _logaddexp_fwd(a, b, base2):
     amax = lax.max(a, b)
     delta = lax.sub(a, b)
     nan_delta = lax.ne(delta, delta)
     safe = lax.select(nan_delta, lax.full_like(delta, 0), delta)
-    out = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(safe)))))
+    e = lax.neg(lax.abs(safe))
+    if base2:
+        out = lax.add(amax, lax.div(lax.log1p(lax.exp2(e)), _c(amax, np.log(2.0))))
+    else:
+        out = lax.add(amax, lax.log1p(lax.exp(e)))
     # NaN delta: equal infinities (a + b is that infinity) or a NaN operand (a + b is NaN).
     return lax.select(nan_delta, lax.add(a, b), out)
 
 
-def logaddexp2(x1, x2, /):
-    """log2(2**x1 + 2**x2) without overflow (``numpy.logaddexp2``)."""
-    a, b = _full_broadcast(*_real_inexact_args("logaddexp2", x1, x2))
-    amax = lax.max(a, b)
-    delta = lax.sub(a, b)
-    nan_delta = lax.ne(delta, delta)
-    safe = lax.select(nan_delta, lax.full_like(delta, 0), delta)
-    out = lax.add(amax, lax.div(lax.log1p(lax.exp2(lax.neg(lax.abs(safe)))),
-                                _c(amax, np.log(2.0))))
-    return lax.select(nan_delta, lax.add(a, b), out)
+def _logaddexp_jvp_rule(base2):
+    # The derivative through max/abs of the primal formula is wrong at ties (max and abs
+    # each give their own subgradient); the derivatives are the weights of a two-way
+    # softmax: w1 = 1 / (1 + base**(x2 - x1)) = logistic(ln(base) * (x1 - x2)), w2 =
+    # logistic(-...). Equal inputs (infinities included, where x1 - x2 is NaN) weigh 0.5
+    # each; a NaN input keeps a NaN difference, so NaN weights.
+    def rule(primals, tangents):
+        a, b = primals
+        ta, tb = tangents
+        out = (_logaddexp2 if base2 else _logaddexp)(a, b)
+        delta = lax.select(lax.eq(a, b), lax.full_like(a, 0), lax.sub(a, b))
+        if base2:
+            delta = lax.mul(delta, _c(delta, np.log(2.0)))
+        wa = lax.logistic(delta)
+        wb = lax.logistic(lax.neg(delta))
+        return out, lax.add(lax.mul(ta, wa), lax.mul(tb, wb))
+    return rule
+
+
+def _make_logaddexp(base2):
+    from tracer.custom_derivatives import custom_jvp
+
+    def fun(a, b):
+        return _logaddexp_fwd(a, b, base2)
+
+    fun.__name__ = "logaddexp2" if base2 else "logaddexp"
+    f = custom_jvp(fun)
+    f.defjvp(_logaddexp_jvp_rule(base2))
+    return f
+
+
+_logaddexp = _make_logaddexp(False)
+_logaddexp2 = _make_logaddexp(True)
 
 
 def fmax(x1, x2, /):
-    """Element-wise maximum ignoring NaNs (``numpy.fmax``): NaN only if both are NaN."""
+    """Element-wise maximum ignoring NaNs (``numpy.fmax``): NaN only if both are NaN. A
+    tie splits the derivative 0.5/0.5 as ``maximum`` does (JAX's fmax gives it all to
+    ``x2``)."""
     a, b = _full_broadcast(*promote_args("fmax", x1, x2))
     if not dtypes.is_inexact(_dt(a)):
         return lax.max(a, b)
@@ -736,7 +782,7 @@ def fmax(x1, x2, /):
 
 
 def fmin(x1, x2, /):
-    """Element-wise minimum ignoring NaNs (``numpy.fmin``)."""
+    """Element-wise minimum ignoring NaNs (``numpy.fmin``); ties as in ``fmax``."""
     a, b = _full_broadcast(*promote_args("fmin", x1, x2))
     if not dtypes.is_inexact(_dt(a)):
         return lax.min(a, b)
