@@ -715,26 +715,57 @@ def _balanced_eq(x, z, y):
 
 
 def max(x, y):
-    """Element-wise maximum; NaN if either is NaN. XLA 'Max'. A tie splits the gradient
+    """Element-wise maximum; NaN if either is NaN. XLA 'Max', bit for bit as XLA:CPU (and
+    JAX): -0.0 < +0.0; a NaN ``x`` is returned as it is, a NaN ``y`` with the sign bits of
+    x and y and-ed (``max(1.0, -nan) == +nan``, payload kept). A tie splits the gradient
     0.5/0.5 (JAX)."""
     return _bind_binary(max_p, x, y)
 
 
 def _max_impl(x, y):
     out = np.maximum(x, y)
-    if dtypes.is_floating(out.dtype):
-        # np.maximum(-0.0, 0.0) returns its first argument; XLA orders -0.0 below +0.0.
-        out = np.where((x == 0) & (y == 0), np.add(x, y), out)
-    return out
+    if not dtypes.is_floating(out.dtype):
+        return out
+    # XLA's Max on floats, bit for bit as XLA:CPU computes it (JAX): a NaN x is returned
+    # as it is; otherwise the larger operand, and on a tie or a NaN y, y with the sign
+    # bits of x and y and-ed: max(-0.0, +0.0) == +0.0, max(1.0, -NaN) == +NaN (payload
+    # kept). np.maximum picks the same operand (a NaN if there is one) but not always
+    # the same sign: XLA's result has the sign bit only where x and y both have it.
+    if not np.signbit(out).any():
+        return out
+    x, y, out, u, sign = _as_bits(x, y, out)
+    res = (out.view(u) & ((x.view(u) & y.view(u)) | ~sign)).view(out.dtype)
+    return _nan_x_first(x, res)
 
 
 def _min_impl(x, y):
     out = np.minimum(x, y)
-    if dtypes.is_floating(out.dtype):
-        # -(-x + -y) is -0.0 unless both are +0.0.
-        out = np.where((x == 0) & (y == 0),
-                       np.negative(np.add(np.negative(x), np.negative(y))), out)
-    return out
+    if not dtypes.is_floating(out.dtype):
+        return out
+    # XLA's Min: as _max_impl with the sign bits or-ed on ties and a NaN y:
+    # min(+0.0, -0.0) == -0.0, min(-1.0, +NaN) == -NaN. np.minimum's zero or NaN result
+    # takes the sign bit where x or y has it.
+    odd = (out == 0) | np.isnan(out)
+    if not odd.any():
+        return out
+    x, y, out, u, sign = _as_bits(x, y, out)
+    add = (x.view(u) | y.view(u)) & (odd.astype(u) << u.type(8 * u.itemsize - 1))
+    return _nan_x_first(x, (out.view(u) | add).view(out.dtype))
+
+
+def _as_bits(x, y, out):
+    """x, y, out broadcast as arrays, their unsigned integer dtype and its sign bit."""
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    out = np.asarray(out)
+    u = np.dtype(f"u{out.dtype.itemsize}")
+    return x, y, out, u, u.type(1 << (8 * u.itemsize - 1))
+
+
+def _nan_x_first(x, out):
+    # a NaN x is XLA's result as it is (np.maximum's choice between two NaNs is x too,
+    # but the sign fix may have touched it)
+    nan = np.isnan(x)
+    return np.where(nan, x, out) if nan.any() else out
 
 
 max_p = standard_naryop("max", np_errstate(_max_impl), _ordered)
@@ -743,7 +774,8 @@ defjvp2(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
 
 
 def min(x, y):
-    """Element-wise minimum; NaN if either is NaN. XLA 'Min'."""
+    """Element-wise minimum; NaN if either is NaN. XLA 'Min': as ``max`` with -0.0 the
+    smaller zero and the sign bits or-ed (``min(-1.0, +nan) == -nan``)."""
     return _bind_binary(min_p, x, y)
 
 
@@ -1063,8 +1095,9 @@ batching.primitive_batchers[select_n_p] = _select_n_batch
 # ====================================== clamp =========================================
 
 def clamp(min, x, max):
-    """Element-wise ``min(max(x, min), max)``. XLA 'Clamp'. ``min``/``max`` are scalars or
-    have x's shape; one dtype for all three."""
+    """Element-wise ``lax.min(lax.max(min, x), max)`` (XLA 'Clamp'; that operand order
+    fixes the sign of a NaN or zero result as XLA:CPU does). ``min``/``max`` are scalars
+    or have x's shape; one dtype for all three."""
     min, x, max = promote_weak_scalars("clamp", min, x, max)
     return clamp_p.bind(min, x, max)
 
@@ -1082,7 +1115,9 @@ def _clamp_abstract_eval(lo, x, hi):
 
 
 def _clamp_impl(lo, x, hi):
-    return np.minimum(np.maximum(x, lo), hi).astype(x.dtype)
+    # min(max(lo, x), hi) with lax.max/min's rules: XLA:CPU's order, which fixes the
+    # sign of a NaN or zero result (lowering/elementwise.py computes the same)
+    return np.asarray(_min_impl(_max_impl(lo, x), hi)).astype(x.dtype)
 
 
 def _clamp_batch(axis_size, vals, dims):

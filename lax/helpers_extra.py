@@ -242,7 +242,14 @@ def _approx_k(fname, operand, k, reduction_dimension, recall_target, is_max_k,
     perm = tuple(i for i in range(aval.ndim) if i != dim) + (dim,)
     x = shapes.transpose(operand, perm) if dim != last else operand
     if is_max_k:
-        vals, idx = top_k(x, k)
+        # JAX orders approx_max_k like sort (a comparator, not top_k's total order): -0.0
+        # ties +0.0 (the lower index first); NaN here counts as larger than every number
+        from lax.sort import _take_along
+        zero = shapes.full_like(x, 0)
+        canon = ew.select(ew.eq(x, zero), zero, x)
+        canon = ew.select(ew.ne(x, x), shapes.full_like(x, np.nan), canon)
+        _, idx = top_k(canon, k)
+        vals = _take_along(x, idx, last)
     else:
         # ascending stable sort: ties keep the lower index, NaN last (never among the
         # smallest unless there are fewer than k numbers)
@@ -260,8 +267,10 @@ def approx_max_k(operand, k: int, reduction_dimension: int = -1, recall_target: 
                  reduction_input_size_override: int = -1, aggregate_to_topk: bool = True):
     """The ``k`` largest values of a floating ``operand`` along ``reduction_dimension``,
     descending, and their int32 indices (jax.lax.approx_max_k). This implementation is
-    exact (recall 1.0 whatever ``recall_target`` asks): it is ``lax.top_k`` along that
-    dimension, ties to the lower index, NaN larger than every number. With
+    exact (recall 1.0 whatever ``recall_target`` asks): ``lax.top_k`` along that
+    dimension with -0.0 equal to +0.0 (as JAX's comparator sort), ties to the lower
+    index, NaN larger than every number (JAX's CPU result with NaNs depends on its sort
+    algorithm). With
     ``aggregate_to_topk=False`` JAX may return more than ``k`` candidates, unsorted; here
     the size is always ``k`` (the smallest size allowed), sorted.
     Errors: TypeError for non-float or rank-0 operands, ValueError for k <= 0 or k larger

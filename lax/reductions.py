@@ -141,11 +141,33 @@ def _minmax_identity(dtype, is_max):
     return info.min if is_max else info.max
 
 
+def _float_minmax(x, axes, is_max):
+    """Float max/min as integer keys in IEEE total order (-0.0 < +0.0), NaN mapped to the
+    extreme key so any NaN wins: the compiled reduction's algorithm
+    (lowering/reductions.py), order-independent. A NaN result is the canonical quiet NaN
+    (XLA:CPU passes some operand NaN through, which depends on its reduction order)."""
+    it = np.dtype(f"i{x.dtype.itemsize}")
+    top = np.iinfo(it).max
+    i = np.ascontiguousarray(x).view(it)
+    keys = np.where(i < 0, i ^ top, i)
+    ext = top if is_max else np.iinfo(it).min
+    keys = np.where(np.isnan(x), np.asarray(ext, it), keys)
+    start = np.asarray(-np.inf if is_max else np.inf, x.dtype).view(it)
+    fn = np.max if is_max else np.min
+    k = np.asarray(fn(keys, axis=axes, initial=start if start >= 0 else start ^ top))
+    out = np.where(k < 0, k ^ top, k).astype(it).view(x.dtype)
+    return np.where((k == top) | (k == np.iinfo(it).min), np.asarray(np.nan, x.dtype), out)
+
+
 def _max_impl(x, *, axes):
+    if dtypes.is_floating(x.dtype):
+        return _float_minmax(x, axes, True)
     return np.max(x, axis=axes, initial=_minmax_identity(x.dtype, True))
 
 
 def _min_impl(x, *, axes):
+    if dtypes.is_floating(x.dtype):
+        return _float_minmax(x, axes, False)
     return np.min(x, axis=axes, initial=_minmax_identity(x.dtype, False))
 
 
@@ -171,10 +193,12 @@ def _reduce_chooser_jvp(p):
 _reduce_chooser_jvp(reduce_max_p)
 _reduce_chooser_jvp(reduce_min_p)
 reduce_max = _wrap(reduce_max_p, "reduce_max")
-reduce_max.__doc__ = """Maximum over ``axes`` (NaN propagates; -inf / INT_MIN when empty).
-Ties share the gradient equally (JAX)."""
+reduce_max.__doc__ = """Maximum over ``axes`` (-inf / INT_MIN when empty). XLA 'Reduce' with
+Max: -0.0 < +0.0, and any NaN gives NaN (the canonical quiet NaN: payloads and the NaN's
+sign are not kept). Ties share the gradient equally (JAX)."""
 reduce_min = _wrap(reduce_min_p, "reduce_min")
-reduce_min.__doc__ = """Minimum over ``axes`` (NaN propagates; +inf / INT_MAX when empty)."""
+reduce_min.__doc__ = """Minimum over ``axes`` (+inf / INT_MAX when empty; -0.0 < +0.0; NaN as in
+``reduce_max``)."""
 
 
 # ----------------------------------- and / or / xor -------------------------------------

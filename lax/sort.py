@@ -1,10 +1,13 @@
 """Sorting primitives: Sort (XLA Operation semantics, 'Sort') and TopK ('TopK').
 
-Order: floats sort by IEEE total order after canonicalisation as JAX does it — -0.0 and
-+0.0 compare equal (a stable sort keeps their order) and every NaN is a positive NaN, so
-NaNs sort last. Complex numbers sort lexicographically by (real, imag). Multi-operand sort
-orders all operands by the first ``num_keys`` (lexicographically); ``is_stable`` keeps the
-original order of ties (the NumPy impl is always stable).
+Order: ``sort`` orders floats by IEEE total order after canonicalisation as JAX does it
+-- -0.0 and +0.0 compare equal (a stable sort keeps their order) and every NaN is a
+positive NaN, so NaNs (of either sign) sort last. ``top_k`` uses the total order itself,
+as XLA's TopK does: -NaN < -inf < ... < -0.0 < +0.0 < ... < inf < +NaN (NaN payloads
+ordered by their bits), ties to the lower index. Complex numbers sort lexicographically
+by (real, imag). Multi-operand sort orders all operands by the first ``num_keys``
+(lexicographically); ``is_stable`` keeps the original order of ties (the NumPy impl is
+always stable).
 """
 from __future__ import annotations
 
@@ -19,13 +22,16 @@ from tracer.interpreters.ad import Zero
 from lax.utils import _complex, canonicalize_axis
 
 
-def _sort_key_arrays(x):
-    """NumPy arrays whose lexicographic integer order is the sort order of ``x``."""
+def _sort_key_arrays(x, total=False):
+    """NumPy arrays whose lexicographic integer order is the sort order of ``x``: sort's
+    (-0.0 == +0.0, every NaN last), or with ``total`` IEEE totalOrder on the bits
+    (top_k's: -NaN < -inf < ... < -0.0 < +0.0 < ... < inf < +NaN, payloads ordered)."""
     if dtypes.is_complex(x.dtype):
-        return _sort_key_arrays(np.real(x)) + _sort_key_arrays(np.imag(x))
+        return _sort_key_arrays(np.real(x), total) + _sort_key_arrays(np.imag(x), total)
     if dtypes.is_floating(x.dtype):
-        x = np.where(x == 0, np.zeros_like(x), x)
-        x = np.where(np.isnan(x), np.full_like(x, np.nan), x)
+        if not total:
+            x = np.where(x == 0, np.zeros_like(x), x)
+            x = np.where(np.isnan(x), np.full_like(x, np.nan), x)
         it = np.dtype(f"i{x.dtype.itemsize}")
         i = np.ascontiguousarray(x).view(it)
         return [np.where(i < 0, i ^ np.asarray(np.iinfo(it).max, it), i)]
@@ -151,8 +157,11 @@ batching.primitive_batchers[sort_p] = _sort_batch
 
 def top_k(operand, k: int):
     """The ``k`` largest entries along the last axis, in descending order, and their
-    indices (int32). XLA 'TopK': ties keep the lower index first; NaN counts as larger
-    than every number."""
+    indices (int32). XLA 'TopK' (as JAX): floats in IEEE total order, -NaN < -inf < ...
+    < -0.0 < +0.0 < ... < inf < +NaN, so +0.0 comes before -0.0 and a NaN with the sign
+    bit set comes last; ties (equal bits) keep the lower index first. Values are the
+    operand's, bit for bit. TypeError for rank 0, complex or bool operands; ValueError
+    unless 0 <= k <= the last dimension."""
     k = operator.index(k)
     return tuple(top_k_p.bind(operand, k=k))
 
@@ -170,7 +179,7 @@ def _top_k_abstract_eval(x, *, k):
 
 
 def _top_k_impl(x, *, k):
-    (key,) = _sort_key_arrays(x)
+    (key,) = _sort_key_arrays(x, total=True)
     # Descending by value, ascending by position for ties: a stable ascending sort of the
     # order-reversed keys (~key reverses integer order without overflow).
     rev = ~key if key.dtype != np.bool_ else ~key.astype(np.int8)

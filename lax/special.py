@@ -416,7 +416,9 @@ def next_after(x1, x2):
 
 def _next_after_impl(x, y):
     with np.errstate(all="ignore"):
-        return np.nextafter(x, y).astype(np.result_type(x, y))
+        out = np.nextafter(x, y).astype(np.result_type(x, y))
+    # NumPy's float16 loop returns x1 when x1 == x2 (nextafter(0.0, -0.0) == 0.0)
+    return np.where(x == y, y, out).astype(out.dtype) if out.dtype == np.float16 else out
 
 
 next_after_p = standard_naryop("next_after", _next_after_impl, _float)

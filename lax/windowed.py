@@ -11,8 +11,9 @@
   the gradient of max/min pooling. Its transpose, ``select_and_gather_add``, picks the
   tangent at each window's selected position (the jvp of max/min pooling).
 - ``cumsum``, ``cumprod``, ``cummax``, ``cummin``, ``cumlogsumexp`` along one axis (with
-  ``reverse``): primitives with NumPy impls; derivatives differentiate a prefix-doubling
-  scan written with lax ops.
+  ``reverse``): primitives with NumPy impls (sequential folds from the identity, max/min
+  by lax.max's rule, as XLA:CPU); derivatives differentiate a prefix-doubling scan
+  written with lax ops.
 - Batch normalization ops are compositions of lax primitives, with the spec's semantics.
 """
 from __future__ import annotations
@@ -145,9 +146,26 @@ def _make_rw(name, npfn, identity, allowed):
     return p
 
 
+def _window_fold(binop, npfn):
+    """Reduce the trailing window ``axis`` of a float operand by folding ``binop`` over
+    its elements in row-major window order, from the first (XLA:CPU's order: lax.max's
+    rule makes NaN sign bits depend on it); other dtypes reduce with ``npfn``."""
+    def reduce(v, axis):
+        if not dtypes.is_floating(v.dtype):
+            return npfn(v, axis=axis)
+        flat = v.reshape(v.shape[:v.ndim - len(axis)] + (-1,))
+        acc = flat[..., 0]
+        for k in range(1, flat.shape[-1]):
+            acc = binop(acc, flat[..., k])
+        return np.asarray(acc)
+    return reduce
+
+
 reduce_window_sum_p = _make_rw("reduce_window_sum", np.sum, _sum_identity, _num)
-reduce_window_max_p = _make_rw("reduce_window_max", np.max, _max_identity, _ordered)
-reduce_window_min_p = _make_rw("reduce_window_min", np.min, _min_identity, _ordered)
+reduce_window_max_p = _make_rw("reduce_window_max", _window_fold(ew._max_impl, np.max),
+                               _max_identity, _ordered)
+reduce_window_min_p = _make_rw("reduce_window_min", _window_fold(ew._min_impl, np.min),
+                               _min_identity, _ordered)
 
 
 def _rw_sum_transpose(cts, x, *, window_dimensions, window_strides, padding, base_dilation,
@@ -483,11 +501,46 @@ def _cum_impl(npfn):
             return np.array(x, copy=True)
         y = np.flip(x, axis) if reverse else x
         with np.errstate(all="ignore"):
-            r = npfn(y, axis=axis, dtype=x.dtype) if npfn in (np.cumsum, np.cumprod) else \
-                npfn(y, axis=axis)
-        r = np.asarray(r).astype(x.dtype)
+            r = np.asarray(npfn(y, axis)).astype(x.dtype)
         return np.flip(r, axis) if reverse else r
     return impl
+
+
+def _plus_zero(fn):
+    """A float scan started from XLA's +0.0 identity / logaddexp's -inf (``0 + x[0]``, as
+    XLA:CPU's reduce_window scan): a leading -0.0 becomes +0.0, nothing else changes."""
+    def scan(y, axis):
+        r = fn(y, axis)
+        return r + np.zeros((), r.dtype) if dtypes.is_inexact(r.dtype) else r
+    return scan
+
+
+def _cum_minmax(is_max):
+    """The fold acc = max(acc, y[i]) with lax.max's rule (lax.min's), bit for bit,
+    vectorized: NumPy's accumulate gives the values; zeros take the sign the fold gives
+    them (+0.0 for max once a +0.0 was seen), and from the first NaN on the result is that
+    NaN with the sign bits of the accumulator before it and-ed (or-ed) in."""
+    accumulate = np.maximum.accumulate if is_max else np.minimum.accumulate
+
+    def scan(y, axis):
+        r = accumulate(y, axis=axis)
+        if not dtypes.is_floating(y.dtype) or y.size == 0:
+            return r
+        nan = np.isnan(y)
+        # elements whose sign bit wins the fold: sign 0 for max, sign 1 for min
+        wins = (np.signbit(y) ^ is_max) & ~nan
+        won = np.logical_or.accumulate(wins & (y == 0), axis=axis)
+        hi, lo = (0.0, -0.0) if is_max else (-0.0, 0.0)
+        r = np.where(r == 0, np.where(won, hi, lo).astype(y.dtype), r)
+        if nan.any():
+            first = np.argmax(nan, axis=axis, keepdims=True)
+            v = np.take_along_axis(y, first, axis)
+            before = np.take_along_axis(np.logical_or.accumulate(wins, axis=axis),
+                                        np.maximum(first - 1, 0), axis) & (first > 0)
+            v = np.where(before, np.abs(v) if is_max else -np.abs(v), v)
+            r = np.where(np.logical_or.accumulate(nan, axis=axis), v, r)
+        return r
+    return scan
 
 
 def _prefix_scan(x, axis, reverse, combine, identity):
@@ -538,11 +591,13 @@ def _make_cum(name, npfn, allowed, combine, identity):
     return p
 
 
-cumsum_p = _make_cum("cumsum", np.cumsum, _num, ew.add, lambda dt: 0)
-cumprod_p = _make_cum("cumprod", np.cumprod, _num, ew.mul, lambda dt: 1)
-cummax_p = _make_cum("cummax", np.maximum.accumulate, _ordered, ew.max, _max_identity)
-cummin_p = _make_cum("cummin", np.minimum.accumulate, _ordered, ew.min, _min_identity)
-cumlogsumexp_p = _make_cum("cumlogsumexp", np.logaddexp.accumulate,
+cumsum_p = _make_cum("cumsum", _plus_zero(lambda y, a: np.cumsum(y, a, dtype=y.dtype)), _num,
+                     ew.add, lambda dt: 0)
+cumprod_p = _make_cum("cumprod", lambda y, a: np.cumprod(y, a, dtype=y.dtype), _num, ew.mul,
+                      lambda dt: 1)
+cummax_p = _make_cum("cummax", _cum_minmax(True), _ordered, ew.max, _max_identity)
+cummin_p = _make_cum("cummin", _cum_minmax(False), _ordered, ew.min, _min_identity)
+cumlogsumexp_p = _make_cum("cumlogsumexp", _plus_zero(np.logaddexp.accumulate),
                            (dtypes.float16, dtypes.float32, dtypes.float64), _logaddexp,
                            lambda dt: -np.inf)
 
@@ -564,7 +619,11 @@ def _cum_wrapper(p, name):
         return p.bind(operand, axis=axis, reverse=bool(reverse))
     f.__name__ = name
     f.__doc__ = (f"Cumulative {name[3:]} along ``axis`` (jax.lax.{name}); ``reverse`` "
-                 "accumulates from the end. Same shape and dtype as the operand.")
+                 "accumulates from the end. Same shape and dtype as the operand. As "
+                 "XLA:CPU's scan, element i folds the elements up to i into the "
+                 "accumulator in order, starting from the identity (so cumsum's leading "
+                 "-0.0 is +0.0); max/min by lax.max/lax.min's rules (signed zeros, NaN "
+                 "signs). TypeError for dtypes the operation does not take.")
     return f
 
 

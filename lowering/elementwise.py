@@ -282,7 +282,8 @@ scalar_exprs[ew.select_n_p] = _select_n
 
 
 def _clamp(ctx, lo, x, hi):
-    return ctx.op("min", ctx.op("max", x, lo), hi)
+    # the impl's order (lax/elementwise.py): max(lo, x) first
+    return ctx.op("min", ctx.op("max", lo, x), hi)
 
 
 scalar_exprs[ew.clamp_p] = _clamp

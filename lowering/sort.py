@@ -2,12 +2,12 @@
 kernels of numba_backend/sort_kernels.py.
 
 Key operands become uint64 order keys ordered like the eager impl's keys
-(``lax.sort._sort_key_arrays``: -0.0 == +0.0, every NaN a positive NaN sorting last,
-complex as (real, imag)): floats through a Numba kernel on their bit patterns, integers
-widened order-preservingly to unsigned 64 bits. The kernels
-compute the stable permutation (sort) or the top-k indices (descending, ties to the lower
-index); the outputs are the operands gathered along it, so values (signed zeros, NaN
-payloads) are the eager impl's bit for bit.
+(``lax.sort._sort_key_arrays``: for sort -0.0 == +0.0 and every NaN a positive NaN
+sorting last; for top_k IEEE totalOrder; complex as (real, imag)): floats through a
+Numba kernel on their bit patterns, integers widened order-preservingly to unsigned 64
+bits. The kernels compute the stable permutation (sort) or the top-k indices
+(descending, ties to the lower index); the outputs are the operands gathered along it,
+so values (signed zeros, NaN payloads) are the eager impl's bit for bit.
 """
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ _SIGN = np.uint64(1 << 63)
 _TOPK_BUFFER = 32
 
 
-def order_keys(x):
-    """uint64 arrays (one, or two for complex) whose unsigned order is x's sort order.
-    Keys of narrow types stay below 2**bits (signed ones are offset by 2**(bits - 1)), so
-    a radix sort skips the high digits."""
+def order_keys(x, total=False):
+    """uint64 arrays (one, or two for complex) whose unsigned order is x's sort order
+    (``total``: IEEE totalOrder, top_k's). Keys of narrow types stay below 2**bits (signed
+    ones are offset by 2**(bits - 1)), so a radix sort skips the high digits."""
     if x.dtype.kind == "c":
-        return order_keys(np.real(x)) + order_keys(np.imag(x))
+        return order_keys(np.real(x), total) + order_keys(np.imag(x), total)
     if x.dtype.kind == "f":
         from numba_backend.sort_kernels import float_keys
         nbits = 8 * x.dtype.itemsize
@@ -36,7 +36,7 @@ def order_keys(x):
         qnan = expm | (1 << (mant - 1))
         bits = np.ascontiguousarray(x).view(f"u{x.dtype.itemsize}").reshape(-1)
         out = np.empty(bits.shape, np.uint64)
-        float_keys(bits, nbits, np.uint64(expm), np.uint64(qnan), out)
+        float_keys(bits, nbits, np.uint64(expm), np.uint64(qnan), not total, out)
         return [out.reshape(x.shape)]
     out = []
     for c in _sort_key_arrays(x):
@@ -82,7 +82,7 @@ def top_k_call(x, *, k):
     shape = x.shape[:-1] + (k,)
     if k == 0 or x.size == 0:
         return [np.empty(shape, x.dtype), np.empty(shape, np.int32)]
-    (key,) = order_keys(x)
+    (key,) = order_keys(x, total=True)
     n = x.shape[-1]
     rows = np.ascontiguousarray(key.reshape(-1, n))
     if k <= _TOPK_BUFFER:

@@ -15,8 +15,8 @@ numba_backend/window_kernels.py.
   cut out (positions on padding are dropped, as in the eager impl). Bit for bit equal to
   the eager impl, float16 sums rounded after every add like NumPy's.
 - ``cumsum/cumprod/cummax/cummin/cumlogsumexp``: sequential scans along the axis (the
-  order of NumPy's accumulate, so the results are the eager impl's bit for bit), reverse
-  scanning from the end.
+  order of NumPy's accumulate, max/min by lax.max's rule, so the results are the eager
+  impl's bit for bit), reverse scanning from the end.
 
 Complex operands of the select pair and bool sources run the eager impl (host step).
 """
@@ -115,7 +115,7 @@ def reduce_window_call(x, *, op, out_shape, **params):
     if op == 0:
         wk.window_sum(readonly_flat(xp), *geo, res)
     else:
-        wk.window_minmax(readonly_flat(xp), *geo, op == 1, dt == _F16, res)
+        wk.window_minmax(readonly_flat(xp), *geo, op == 1, res)
     if dt == _BOOL:
         res = res.view(_BOOL)
     return [res.reshape(out_shape).astype(dt, copy=False)]
@@ -260,6 +260,8 @@ def cumulative_call(x, *, op, axis, reverse):
         wk.scan_minmax(flat, A, n, B, op == 2, reverse, out)
     if dt == _BOOL:
         out = out.view(_BOOL)
+    elif op in (0, 4) and dt.kind in "fc":
+        out += 0       # the scan starts from XLA's +0.0 / -inf: a leading -0.0 is +0.0
     return [out.reshape(x.shape).astype(dt, copy=False)]
 
 

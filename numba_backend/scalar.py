@@ -246,26 +246,29 @@ def make_complex(re, im):
 
 @register_jitable
 def fmax(a, b):
-    """lax.max of floats: NaN if either is NaN (the first NaN); -0.0 < +0.0 (XLA)."""
+    """lax.max of floats, bit for bit lax/elementwise.py's impl (XLA:CPU's rule): a NaN
+    ``a`` is returned as it is; else the larger, and on a tie or a NaN ``b``, ``b`` with
+    the sign bits of a and b and-ed (max(-0.0, +0.0) = +0.0, max(1.0, -NaN) = +NaN)."""
     if a != a:
         return a
-    if b != b:
+    if a > b:
+        return a
+    if a < b:
         return b
-    if a == 0 and b == 0:
-        return a + b               # +0.0 unless both are -0.0
-    return a if a > b else b
+    return b if math.copysign(1.0, a) < 0 else abs(b)
 
 
 @register_jitable
 def fmin(a, b):
-    """lax.min of floats: NaN if either is NaN; -0.0 < +0.0."""
+    """lax.min of floats: as ``fmax`` with the sign bits or-ed on ties and a NaN ``b``
+    (min(+0.0, -0.0) = -0.0, min(-1.0, +NaN) = -NaN)."""
     if a != a:
         return a
-    if b != b:
+    if a < b:
+        return a
+    if a > b:
         return b
-    if a == 0 and b == 0:
-        return -((-a) + (-b))      # -0.0 unless both are +0.0
-    return a if a < b else b
+    return -abs(b) if math.copysign(1.0, a) < 0 else b
 
 
 @register_jitable

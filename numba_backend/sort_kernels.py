@@ -2,8 +2,9 @@
 order keys.
 
 The caller maps every key operand to uint64 *order keys* whose unsigned order is the
-sort's total order (floats with -0.0 == +0.0 and NaN last, as lax/sort.py defines it;
-complex numbers give two keys), so one compiled specialisation serves every dtype.
+sort's total order (floats with -0.0 == +0.0 and NaN last for sort, IEEE totalOrder for
+top_k, as lax/sort.py defines them; complex numbers give two keys), so one compiled
+specialisation serves every dtype.
 
 - ``sort_perm(keys, perm)``: ``keys`` (nk, R, n); writes each row's stable
   lexicographic sort permutation into ``perm`` (R, n): (key, index) pairs sorted by a
@@ -172,20 +173,22 @@ def top_k_rows(keys, k, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def float_keys(u, nbits, expm, qnan, out):
-    """Order keys of floats given as their bit patterns ``u`` (a flat uint16/32/64 view):
-    NaNs become the positive quiet NaN ``qnan`` and zeros +0.0 (lax/sort.py's
-    canonicalisation), then negatives flip every bit and non-negatives set the sign bit,
-    so unsigned order is the total order (NaN last). Keys stay below 2**nbits."""
+def float_keys(u, nbits, expm, qnan, canonical, out):
+    """Order keys of floats given as their bit patterns ``u`` (a flat uint16/32/64 view).
+    With ``canonical`` NaNs become the positive quiet NaN ``qnan`` and zeros +0.0 (sort's
+    canonicalisation in lax/sort.py); then negatives flip every bit and non-negatives set
+    the sign bit, so unsigned order is IEEE totalOrder (top_k's order when not
+    ``canonical``; NaN last when it is). Keys stay below 2**nbits."""
     one = np.uint64(1)
     sign = one << np.uint64(nbits - 1)
     mask = (sign << one) - one
     for i in range(u.shape[0]):
         v = np.uint64(u[i])
-        mag = v & ~sign & mask
-        if mag > expm:
-            v = qnan
-        elif mag == 0:
-            v = np.uint64(0)
+        if canonical:
+            mag = v & ~sign & mask
+            if mag > expm:
+                v = qnan
+            elif mag == 0:
+                v = np.uint64(0)
         out[i] = (v ^ mask) if (v & sign) else (v | sign)
     return 0

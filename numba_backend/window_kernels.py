@@ -10,12 +10,11 @@ row-major window order, ``istep`` is the last dim's step. Keeping the last outpu
 innermost makes the common channel-last pooling a unit-stride, vectorizable loop. Every
 offset lies inside ``xp`` by construction (the output shape is derived from it).
 
-Comparisons follow the eager NumPy impls exactly: max/min keep the accumulator when it
-is strictly larger (smaller) or NaN, else take the new element (``np.maximum``'s rule, so
-NaN propagates and the sign of equal zeros matches NumPy's sequential reductions; NumPy's
-float16 loops keep the accumulator on ties too);
-selection keeps the current element while ``cur >= e`` (``<=``), ties going to the first
-element in window order, as lax/windowed.py does.
+Comparisons follow the eager NumPy impls exactly: max/min fold the accumulator with
+each new element by lax.max's (lax.min's) rule, XLA:CPU's bit for bit (a NaN accumulator
+stays, ties and a NaN element take the element with the sign bits and-ed (or-ed), so
+-0.0 < +0.0); selection keeps the current element while ``cur >= e`` (``<=``), ties
+going to the first element in window order, as lax/windowed.py does.
 """
 from __future__ import annotations
 
@@ -37,23 +36,23 @@ def _u(i):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _max(a, v):
-    return a if (a > v or a != a) else v
+    # lax.max's rule (numba_backend.scalar.fmax): a NaN accumulator stays; a tie or a NaN
+    # v gives v with the sign bits and-ed (integers: the larger)
+    if a != a or a > v:
+        return a
+    if a < v:
+        return v
+    return v if math.copysign(1.0, a) < 0 else abs(v)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _min(a, v):
-    return a if (a < v or a != a) else v
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _max16(a, v):
-    # NumPy's float16 maximum keeps the first of equal values (-0.0 vs +0.0)
-    return a if (a >= v or a != a) else v
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _min16(a, v):
-    return a if (a <= v or a != a) else v
+    # lax.min's rule (numba_backend.scalar.fmin): the sign bits or-ed
+    if a != a or a < v:
+        return a
+    if a > v:
+        return v
+    return -abs(v) if math.copysign(1.0, a) < 0 else v
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -94,9 +93,9 @@ def window_sum(xp, outer_shape, outer_step, off, L, istep, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def window_minmax(xp, outer_shape, outer_step, off, L, istep, is_max, f16, out):
-    """Like ``window_sum`` with max (``is_max``) or min (ordered dtypes only); ``f16``:
-    float16 values (carried as float32), whose NumPy loops keep the first of ties."""
+def window_minmax(xp, outer_shape, outer_step, off, L, istep, is_max, out):
+    """Like ``window_sum`` with max (``is_max``) or min (ordered dtypes only; float16
+    values carried as float32)."""
     pos = np.zeros(outer_shape.shape[0], np.int64)
     R = out.shape[0] // L if L > 0 else 0
     base = 0
@@ -107,11 +106,7 @@ def window_minmax(xp, outer_shape, outer_step, off, L, istep, is_max, f16, out):
             out[_u(row + j)] = xp[_u(b0 + j * istep)]
         for k in range(1, off.shape[0]):
             bk = base + off[k]
-            if f16:
-                for j in range(L):
-                    a, v = out[_u(row + j)], xp[_u(bk + j * istep)]
-                    out[_u(row + j)] = _max16(a, v) if is_max else _min16(a, v)
-            elif is_max:
+            if is_max:
                 for j in range(L):
                     out[_u(row + j)] = _max(out[_u(row + j)], xp[_u(bk + j * istep)])
             else:
@@ -286,9 +281,9 @@ def scan_f16(x, A, n, B, op, reverse, out):
                 elif op == 1:
                     r = f16r(p * v)
                 elif op == 2:
-                    r = _max16(p, v)
+                    r = _max(p, v)
                 elif op == 3:
-                    r = _min16(p, v)
+                    r = _min(p, v)
                 else:
                     r = f16r(_logaddexp32(p, v))
                 out[_u(row + b)] = r

@@ -279,10 +279,12 @@ def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):
     if max is None:
         max = a_max
     out = as_operand(arr)
+    # the bounds first, as jax.numpy.clip: with lax.max/min's rules this order fixes the
+    # sign of a NaN (and -0.0 vs +0.0) that JAX returns
     if min is not None:
-        out = maximum(out, min)
+        out = maximum(min, out)
     if max is not None:
-        out = minimum(out, max)
+        out = minimum(max, out)
     return out
 
 

@@ -47,7 +47,13 @@ def _reduction(a, fname, lax_reducer, identity, axis, dtype, out, keepdims, init
             dtypes.default_int_dtype()
     if promote_bool is not None and dt == np.bool_:
         dt = promote_bool
-    if dt != aval.dtype:
+    if dt == np.bool_ and fname in ("sum", "prod"):
+        # a bool sum is "any", a bool product "all" (NumPy's and JAX's): every element
+        # becomes (x != 0) first, so [-1, 1] does not cancel
+        if aval.dtype != np.bool_:
+            a = lax.ne(a, lax.full_like(a, 0))
+        lax_reducer = lax.reduce_or if fname == "sum" else lax.reduce_and
+    elif dt != aval.dtype:
         a = lax.convert_element_type(a, dt)
     if where is not None:
         from tracer.numpy.manipulation import where as _where, broadcast_to
@@ -71,13 +77,17 @@ def _reduction(a, fname, lax_reducer, identity, axis, dtype, out, keepdims, init
 
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    """``numpy.sum``. Small integers and bool accumulate in the default integer dtype."""
+    """``numpy.sum``. Without ``dtype`` bool and integers narrower than the default
+    integer accumulate in the default (unsigned) integer dtype, as in NumPy and JAX
+    (int64 / uint64 with enable_x64); ``dtype=bool`` gives "any" (logical or of
+    ``x != 0``)."""
     return _reduction(a, "sum", lax.reduce_sum, lambda dt: 0, axis, dtype, out, keepdims,
                       initial, where, upcast_small_ints=True)
 
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    """``numpy.prod``."""
+    """``numpy.prod``: dtypes as ``sum``; ``dtype=bool`` gives "all" (logical and of
+    ``x != 0``)."""
     return _reduction(a, "prod", lax.reduce_prod, lambda dt: 1, axis, dtype, out, keepdims,
                       initial, where, upcast_small_ints=True)
 
@@ -156,23 +166,50 @@ def _count(a, axes, where):
     return lax.reduce_sum(lax.convert_element_type(w, dtypes.default_int_dtype()), axes)
 
 
+def _stat_dtype(a, dtype, fname, variance=False):
+    """(result dtype, computation dtype) of mean/var/std: the input's inexact dtype (the
+    default float for integers and bool; float16 computes in float32, rounding once), or
+    ``dtype``, in which the statistic is then computed (integers wrap and divide toward
+    zero, as in NumPy and JAX). As in JAX, ``dtype=bool`` raises TypeError, and a real
+    ``dtype`` for the ``variance`` of complex input ValueError."""
+    if dtype is None:
+        dt = _dt(a) if dtypes.is_inexact(_dt(a)) else dtypes.default_float_dtype()
+        return dt, (dtypes.float32 if dt == dtypes.float16 else dt)
+    dt = dtypes.canonicalize_dtype(dtype)
+    if dt == np.bool_:
+        raise TypeError(f"{fname}: dtype=bool is not supported (as in jax.numpy); pass a "
+                        f"numeric dtype, or use any/all for logical reductions")
+    if variance and dtypes.is_complex(_dt(a)) and not dtypes.is_complex(dt):
+        raise ValueError(f"{fname}: a real dtype ({dt.name}) for the variance of complex "
+                         f"input ({_dt(a).name}) is not supported (as in jax.numpy); pass "
+                         "a complex dtype or none")
+    return dt, dt
+
+
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
-    """``numpy.mean``; integers average in the default float dtype. NaN for empty input."""
+    """``numpy.mean``; integers and bool average in the default float dtype (float64 with
+    enable_x64, NumPy's choice; JAX 0.10 gives float32 for inputs up to 32 bits). With an
+    integer ``dtype`` the sum is taken in that dtype and divided toward zero. NaN for
+    empty input. TypeError for ``dtype=bool``."""
     _check_out(out, "mean")
     a = as_operand(a, "mean")
     aval = get_aval(a)
     axes = canonicalize_axis_tuple(axis, aval.ndim, "mean")
-    dt = dtypes.canonicalize_dtype(dtype) if dtype is not None else (
-        aval.dtype if dtypes.is_inexact(aval.dtype) else dtypes.default_float_dtype())
-    s = sum(lax.convert_element_type(a, dt), axis=axes, keepdims=keepdims, where=where)
+    dt, cdt = _stat_dtype(a, dtype, "mean")
+    s = sum(a, axis=axes, keepdims=keepdims, where=where, dtype=cdt)
     n = _count(a, axes, where)
     if isinstance(n, int):
-        from tracer.numpy.ufuncs import true_divide
-        return lax.div(s, lax.full_like(s, n)) if dtypes.is_inexact(dt) else true_divide(s, n)
-    n = lax.convert_element_type(n, dt)
-    if keepdims:
-        n = _keep(n, axes, aval.ndim)
-    return lax.div(s, n)
+        n = lax.full_like(s, n, dtypes.default_float_dtype() if not dtypes.is_inexact(cdt)
+                          else None)
+    else:
+        n = lax.convert_element_type(n, cdt if dtypes.is_inexact(cdt) else
+                                     dtypes.default_float_dtype())
+        if keepdims:
+            n = _keep(n, axes, aval.ndim)
+    if not dtypes.is_inexact(cdt):
+        # NumPy's true division, then the cast: the quotient truncated toward zero
+        s = lax.convert_element_type(s, dtypes.default_float_dtype())
+    return lax.convert_element_type(lax.div(s, n), dt)
 
 
 average_ = mean
@@ -180,35 +217,52 @@ average_ = mean
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
         correction=None):
-    """``numpy.var`` (``ddof`` / ``correction``); complex input gives a real variance."""
+    """``numpy.var`` (``ddof`` / ``correction``); complex input gives a real variance.
+    Dtypes as ``mean``: with ``dtype`` the result has that dtype and is computed in it
+    (an integer dtype wraps and truncates, as NumPy and jax.numpy.nanvar; jax.numpy.var
+    returns float64 there). ValueError for a real ``dtype`` on complex input (as JAX),
+    TypeError for ``dtype=bool``."""
     _check_out(out, "var")
     if correction is not None:
         ddof = correction
     a = as_operand(a, "var")
     aval = get_aval(a)
     axes = canonicalize_axis_tuple(axis, aval.ndim, "var")
-    dt = dtypes.canonicalize_dtype(dtype) if dtype is not None else (
-        aval.dtype if dtypes.is_inexact(aval.dtype) else dtypes.default_float_dtype())
-    a = lax.convert_element_type(a, dt)
-    m = mean(a, axis=axes, keepdims=True, where=where)
+    dt, cdt = _stat_dtype(a, dtype, "var", variance=True)
+    a = lax.convert_element_type(a, cdt)
+    m = mean(a, axis=axes, keepdims=True, where=where, dtype=cdt)
     from tracer.numpy.ufuncs import subtract, real, multiply, conjugate
     c = subtract(a, m)
-    sq = real(multiply(c, conjugate(c))) if dtypes.is_complex(dt) else lax.mul(c, c)
-    s = sum(sq, axis=axes, keepdims=keepdims, where=where)
+    sq = real(multiply(c, conjugate(c))) if dtypes.is_complex(cdt) else lax.mul(c, c)
+    rdt = get_aval(sq).dtype
+    s = sum(sq, axis=axes, keepdims=keepdims, where=where, dtype=rdt)
+    if not dtypes.is_inexact(rdt):
+        s = lax.convert_element_type(s, dtypes.default_float_dtype())
+    fdt = get_aval(s).dtype
     n = _count(a, axes, where)
-    rdt = get_aval(s).dtype
     if isinstance(n, int):
         d = n - ddof
-        return lax.div(s, lax.full_like(s, d if d > 0 else 0))
-    n = lax.sub(lax.convert_element_type(n, rdt), lax.full((), ddof, rdt))
-    if keepdims:
-        n = _keep(n, axes, aval.ndim)
-    return lax.div(s, n)
+        n = lax.full_like(s, d if d > 0 else 0)
+    else:
+        n = lax.sub(lax.convert_element_type(n, fdt), lax.full((), ddof, fdt))
+        if keepdims:
+            n = _keep(n, axes, aval.ndim)
+    out_dt = dt if dtype is not None else dtypes.real_dtype(dt)
+    return lax.convert_element_type(lax.div(s, n), out_dt)
+
+
+def _check_std_dtype(dtype, fname):
+    if dtype is not None and not dtypes.is_inexact(dtypes.canonicalize_dtype(dtype)):
+        raise ValueError(f"{fname}: dtype must be a float or complex dtype (as in "
+                         f"jax.numpy), got {np.dtype(dtype).name}")
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
         correction=None):
-    """``numpy.std``: sqrt of ``var``."""
+    """``numpy.std``: sqrt of ``var``. ValueError for a ``dtype`` that is not a float or
+    complex dtype (as jax.numpy.std)."""
+    _check_std_dtype(dtype, "std")
+    _stat_dtype(as_operand(a, "std"), dtype, "std", variance=True)
     return lax.sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction))
 
 
@@ -342,6 +396,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     """``numpy.nanmean``: the mean of the non-NaN values (NaN for all-NaN slices)."""
     _check_out(out, "nanmean")
     a = as_operand(a, "nanmean")
+    _stat_dtype(a, dtype, "nanmean")
     if not dtypes.is_inexact(_dt(a)):
         return mean(a, axis, dtype, keepdims=keepdims, where=where)
     valid = lax.bitwise_not(_isnan(a))
@@ -356,6 +411,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     """``numpy.nanvar``: the variance of the non-NaN values."""
     _check_out(out, "nanvar")
     a = as_operand(a, "nanvar")
+    _stat_dtype(a, dtype, "nanvar", variance=True)
     if not dtypes.is_inexact(_dt(a)):
         return var(a, axis, dtype, ddof=ddof, keepdims=keepdims, where=where,
                    correction=correction)
@@ -369,46 +425,61 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
            correction=None):
-    """``numpy.nanstd``: sqrt of ``nanvar``."""
+    """``numpy.nanstd``: sqrt of ``nanvar`` (``dtype`` as in ``std``)."""
+    _check_std_dtype(dtype, "nanstd")
+    _stat_dtype(as_operand(a, "nanstd"), dtype, "nanstd", variance=True)
     return lax.sqrt(nanvar(a, axis, dtype, out, ddof, keepdims, where=where,
                            correction=correction))
 
 
 # ===================================== cumulative ========================================
-# On lax's cumulative primitives (lax.cumsum / lax.cumprod).
+# On lax's cumulative primitives (lax.cumsum / lax.cumprod). Dtypes are jax.numpy's:
+# without ``dtype`` integers keep their dtype (NumPy widens those narrower than 64 bits:
+# cumsum(int8) is int64 there, int8 here) and bool accumulates in the default integer;
+# cumulative_sum widens like ``sum`` (the Array API rule, which JAX follows and
+# cumulative_prod does not). ``dtype=bool`` accumulates ``x != 0`` in the default integer
+# and converts back, so cumsum is a running "any" and cumprod a running "all" (NumPy's
+# logical or / and: cumsum([-1, 1], dtype=bool) is [True, True]).
 
-def _cum_dtype(a, dtype, fname):
+def _cum_dtype(a, dtype, widen):
+    """(result dtype, computation dtype) of a cumulative function."""
     dt = _dt(a)
     if dtype is not None:
-        return dtypes.canonicalize_dtype(dtype)
-    if dt == np.bool_ or (dtypes.is_integer(dt) and dt.itemsize <
-                          dtypes.default_int_dtype().itemsize):
-        return dtypes.default_uint_dtype() if dtypes.is_unsigned_integer(dt) else \
+        dt = dtypes.canonicalize_dtype(dtype)
+        return dt, (dtypes.default_int_dtype() if dt == np.bool_ else dt)
+    if dt == np.bool_ or (widen and dtypes.is_integer(dt) and
+                          dt.itemsize < dtypes.default_int_dtype().itemsize):
+        dt = dtypes.default_uint_dtype() if dtypes.is_unsigned_integer(dt) else \
             dtypes.default_int_dtype()
-    return dt
+    return dt, dt
 
 
-def _cumulative(a, axis, dtype, out, fname, combine, identity, nan_value=None):
+def _cumulative(a, axis, dtype, out, fname, combine, identity, nan_value=None,
+                widen=False):
     _check_out(out, fname)
     a = as_operand(a, fname)
     if axis is None:
         a = lax.reshape(a, (get_aval(a).size,))
         axis = 0
     (axis,) = canonicalize_axis_tuple(axis, get_aval(a).ndim, fname)
-    dt = _cum_dtype(a, dtype, fname)
+    dt, cdt = _cum_dtype(a, dtype, widen)
     if nan_value is not None:
         a = _nan_replaced(a, fname, nan_value)
-    a = lax.convert_element_type(a, dt)
-    return combine(a, axis=axis)
+    if dt == np.bool_ and _dt(a) != np.bool_:
+        a = lax.ne(a, lax.full_like(a, 0))
+    out = combine(lax.convert_element_type(a, cdt), axis=axis)
+    return lax.convert_element_type(out, dt)
 
 
 def cumsum(a, axis=None, dtype=None, out=None):
-    """``numpy.cumsum`` (flattened when ``axis`` is None). See the note above."""
+    """``numpy.cumsum`` (flattened when ``axis`` is None), with jax.numpy's dtypes (see
+    the note above: integers keep their dtype, bool accumulates in the default
+    integer)."""
     return _cumulative(a, axis, dtype, out, "cumsum", lax.cumsum, 0)
 
 
 def cumprod(a, axis=None, dtype=None, out=None):
-    """``numpy.cumprod`` (flattened when ``axis`` is None)."""
+    """``numpy.cumprod`` (flattened when ``axis`` is None); dtypes as ``cumsum``."""
     return _cumulative(a, axis, dtype, out, "cumprod", lax.cumprod, 1)
 
 
@@ -432,7 +503,8 @@ def _cumulative_api(x, axis, dtype, include_initial, fname, combine, identity):
     if nd == 0:
         raise ValueError(f"{fname}: the input must have at least one dimension")
     (axis,) = canonicalize_axis_tuple(axis, nd, fname)
-    out = _cumulative(x, axis, dtype, None, fname, combine, identity)
+    out = _cumulative(x, axis, dtype, None, fname, combine, identity,
+                      widen=fname == "cumulative_sum")
     if include_initial:
         cfg = [(0, 0, 0)] * nd
         cfg[axis] = (1, 0, 0)
@@ -442,12 +514,13 @@ def _cumulative_api(x, axis, dtype, include_initial, fname, combine, identity):
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     """Array API ``cumulative_sum`` (``numpy.cumulative_sum``): ``include_initial``
-    prepends the zero."""
+    prepends the zero. Integers narrower than the default widen as in ``sum``."""
     return _cumulative_api(x, axis, dtype, include_initial, "cumulative_sum", lax.cumsum, 0)
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
-    """Array API ``cumulative_prod`` (``numpy.cumulative_prod``)."""
+    """Array API ``cumulative_prod`` (``numpy.cumulative_prod``); integers keep their
+    dtype (jax.numpy's; NumPy widens them)."""
     return _cumulative_api(x, axis, dtype, include_initial, "cumulative_prod", lax.cumprod, 1)
 
 

@@ -270,7 +270,7 @@ _ALPHA_BETA = {"linear": (1, 1), "interpolated_inverted_cdf": (0, 1), "hazen": (
                "normal_unbiased": (3 / 8, 3 / 8)}
 
 
-def _quantile(a, q, axis, method, keepdims, fname, ignore_nan, percent=False):
+def _quantile(a, q, axis, method, keepdims, fname, ignore_nan, percent=False, middle=False):
     check_arraylike(fname, a, q)
     if method not in _METHODS:
         raise ValueError(f"{fname}: method must be one of {_METHODS}, got {method!r}")
@@ -346,7 +346,14 @@ def _quantile(a, q, axis, method, keepdims, fname, ignore_nan, percent=False):
         return at(lax.select(take_previous(gamma, prev), prev, lax.add(prev, one)))
 
     nq = lax.mul(nb, qb)
-    if method in _ALPHA_BETA:
+    if middle:
+        # median (NumPy's and JAX's): the middle value, or the mean of the middle two
+        # (no interpolation, so [0, 0, inf] gives 0 where linear gives 0 + inf * 0)
+        v = lax.mul(nmax, qb)
+        lo, hi = at(lax.floor(v)), at(lax.ceil(v))
+        out = lax.select(lax.eq(lax.floor(v), lax.ceil(v)), lo,
+                         lax.mul(lax.add(lo, hi), half))
+    elif method in _ALPHA_BETA:
         alpha, beta = _ALPHA_BETA[method]
         # NumPy's virtual index n q + (alpha + q (1 - alpha - beta)) - 1.
         virt = lax.sub(lax.add(nq, lax.add(lax.full((), alpha, fdt), lax.mul(
@@ -449,13 +456,13 @@ def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="line
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     """``numpy.median`` (NaN where a slice holds a NaN)."""
     _check_unused(out, overwrite_input, "median")
-    return _quantile(a, 0.5, axis, "linear", keepdims, "median", False)
+    return _quantile(a, 0.5, axis, "linear", keepdims, "median", False, middle=True)
 
 
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     """``numpy.nanmedian``: the median of the non-NaN values."""
     _check_unused(out, overwrite_input, "nanmedian")
-    return _quantile(a, 0.5, axis, "linear", keepdims, "nanmedian", True)
+    return _quantile(a, 0.5, axis, "linear", keepdims, "nanmedian", True, middle=True)
 
 
 # ================================ unique and set functions ===============================

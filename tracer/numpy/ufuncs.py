@@ -772,21 +772,26 @@ _logaddexp2 = _make_logaddexp(True)
 
 
 def fmax(x1, x2, /):
-    """Element-wise maximum ignoring NaNs (``numpy.fmax``): NaN only if both are NaN. A
-    tie splits the derivative 0.5/0.5 as ``maximum`` does (JAX's fmax gives it all to
-    ``x2``)."""
+    """Element-wise maximum ignoring NaNs (``numpy.fmax``): NaN only if both are NaN.
+    Floats as jax.numpy.fmax, ``where(x1 > x2 | isnan(x2), x1, x2)``: equal values
+    (-0.0 and +0.0) give ``x2`` (NumPy gives ``x1``), and so does the derivative at a tie."""
     a, b = _full_broadcast(*promote_args("fmax", x1, x2))
     if not dtypes.is_inexact(_dt(a)):
         return lax.max(a, b)
-    return lax.select(lax.ne(b, b), a, lax.select(lax.ne(a, a), b, maximum(a, b)))
+    if dtypes.is_complex(_dt(a)):
+        return lax.select(lax.ne(b, b), a, lax.select(lax.ne(a, a), b, maximum(a, b)))
+    return lax.select(lax.bitwise_or(lax.gt(a, b), lax.ne(b, b)), a, b)
 
 
 def fmin(x1, x2, /):
-    """Element-wise minimum ignoring NaNs (``numpy.fmin``); ties as in ``fmax``."""
+    """Element-wise minimum ignoring NaNs (``numpy.fmin``); floats as jax.numpy.fmin,
+    ``where(x1 < x2 | isnan(x2), x1, x2)``."""
     a, b = _full_broadcast(*promote_args("fmin", x1, x2))
     if not dtypes.is_inexact(_dt(a)):
         return lax.min(a, b)
-    return lax.select(lax.ne(b, b), a, lax.select(lax.ne(a, a), b, minimum(a, b)))
+    if dtypes.is_complex(_dt(a)):
+        return lax.select(lax.ne(b, b), a, lax.select(lax.ne(a, a), b, minimum(a, b)))
+    return lax.select(lax.bitwise_or(lax.lt(a, b), lax.ne(b, b)), a, b)
 
 
 
