@@ -11,6 +11,10 @@ error grows like ``|log result| * 2**-53`` (about 700 ulp for gamma(170); JAX co
 them the same way); ``i0``/``i1`` multiply by ``exp(|x|)`` (a few ulp). Special values
 follow SciPy (listed per function where they are not obvious).
 
+dawsn, exp1, expi, expn, fresnel, sici and spence run our own kernels (a few ulp in
+float64, listed in ``lax/special_extra.py``); hyp1f1, hyp2f1, owens_t and wofz return
+SciPy's values; bessel_jn and sph_harm_y are compositions of lax operations (recurrences).
+
 Functions of SciPy's list not provided here are listed in the README ("Not supported
 yet"), with the reason.
 """
@@ -561,9 +565,9 @@ def hyp1f1(a, b, x):
     """The confluent hypergeometric function 1F1(a; b; x) = sum_k (a)_k / (b)_k x^k / k!
     (``scipy.special.hyp1f1``, real arguments; its values and special values, e.g. +inf
     at b = 0, including 1F1(0; 0; x) where JAX returns 1). Arguments broadcast to their
-    promoted float dtype. Differentiable in a, b and x (as JAX): d/dx = a/b 1F1(a + 1; b + 1; x); d/da, d/db by the series differentiated
-    term by term (NaN where a or b is a non-positive integer or the series does not
-    converge)."""
+    promoted float dtype. Differentiable in a, b and x (as JAX): d/dx = a/b 1F1(a + 1;
+    b + 1; x); d/da, d/db by the series differentiated term by term (NaN where a or b is
+    a non-positive integer or the series does not converge)."""
     a, b, x = _args("hyp1f1", a, b, x)
     for v in (a, b, x):
         _real_only("hyp1f1", v)
