@@ -11,11 +11,12 @@ Two kinds of primitive:
   CHLO special functions of ``lax/special.py`` do: eagerly through a Numba ufunc, under
   jit inside the fused loops (``lowering/special_extra.py``), the same bits both ways.
   Accuracy (float64, max error against mpmath on dense grids including the zeros, the
-  algorithm switch points, tiny, huge and non-finite arguments): 5 ulp for expn (2 ulp
-  for n = 0, 1), 4 for expi, 2 for dawsn, 3 for si, 4 for ci below 2 (beyond, 2 ulp
-  of the oscillation's amplitude 1/x: relative accuracy is lost next to the zeros of Ci,
-  as in SciPy), 3 for fresnel_s/fresnel_c at any x (SciPy's error grows like x**2), 3 for
-  spence; float32 results are the float64 values rounded once.
+  algorithm switch points, tiny, huge and non-finite arguments): 5 ulp for expn (3 ulp
+  for n = 0, 1; SciPy: up to 272 at n = 100), 4 for expi, 2 for dawsn, 3 for si, 4 for
+  ci below 2 (beyond, 2 ulp of the oscillation's amplitude 1/x: relative accuracy is
+  lost next to the zeros of Ci, as in SciPy), 3 and 4 for fresnel_s and fresnel_c at
+  any x (SciPy's error grows like x**2), 3 for spence; float32 results are the float64
+  values rounded once (within 1 float32 ulp).
 - ``hyp1f1``, ``hyp2f1``, ``owens_t`` and ``wofz`` evaluate SciPy's ``scipy.special``
   functions (the reference, at SciPy's accuracy) and run as host steps under jit. Their
   derivatives in the parameters a, b, c of 1F1 and 2F1 are the primitives

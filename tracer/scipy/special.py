@@ -664,8 +664,9 @@ def sph_harm_y(n, m, theta, phi, diff_n=None, n_max=None):
     """The spherical harmonics Y_n^m(theta, phi) = N P_n^m(cos theta) e^(i m phi), with
     the Condon-Shortley phase and N = sqrt((2n + 1)/(4 pi) (n - m)!/(n + m)!)
     (``scipy.special.sph_harm_y``: theta the polar angle in [0, pi], phi the azimuth).
-    ``n`` and ``m`` are integer-valued (degree and order), the four arguments broadcast;
-    the result is complex (complex128 for float64 angles, complex64 for float32).
+    ``n`` and ``m`` are integer-valued (degree and order), the four arguments broadcast
+    as in SciPy (JAX returns a 1-D array, a scalar theta becoming shape (1,)); the result
+    is complex (complex128 for float64 angles, complex64 for float32).
     Y_n^m = 0 where |m| > n, in particular for n < 0 (as SciPy).
 
     The normalized associated Legendre functions come from the stable recurrences
