@@ -22,15 +22,17 @@ def _dt(x):
     return np.dtype(x.dtype)
 
 
-def _kernel_rule(name):
+def _kernel_rule(name, module=_KERNELS):
+    """Scalar rule calling ``<module>.<name>_f64`` / ``_f32`` (float16: the float32 kernel,
+    rounded on the way out)."""
     def rule(ctx, *args, **params):
         out = np.dtype(ctx.out_avals[0].dtype)
         if out.kind != "f":
             raise NotLowerable(f"{name} of {out.name}")
         if out == np.float64:
-            return ctx.call(f"{_KERNELS}.{name}_f64", *args, dtype=np.float64)
+            return ctx.call(f"{module}.{name}_f64", *args, dtype=np.float64)
         args = [ctx.cast(a, np.float32) for a in args]
-        res = ctx.call(f"{_KERNELS}.{name}_f32", *args, dtype=np.float32)
+        res = ctx.call(f"{module}.{name}_f32", *args, dtype=np.float32)
         return res if out == np.float32 else ctx.cast(res, out)
     rule.__name__ = f"_{name}_lower"
     return rule

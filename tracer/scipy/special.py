@@ -11,6 +11,10 @@ error grows like ``|log result| * 2**-53`` (about 700 ulp for gamma(170); JAX co
 them the same way); ``i0``/``i1`` multiply by ``exp(|x|)`` (a few ulp). Special values
 follow SciPy (listed per function where they are not obvious).
 
+dawsn, exp1, expi, expn, fresnel, sici and spence run our own kernels (a few ulp in
+float64, listed in ``lax/special_extra.py``); hyp1f1, hyp2f1, owens_t and wofz return
+SciPy's values; bessel_jn and sph_harm_y are compositions of lax operations (recurrences).
+
 Functions of SciPy's list not provided here are listed in the README ("Not supported
 yet"), with the reason.
 """
@@ -23,6 +27,7 @@ from fractions import Fraction
 import numpy as np
 
 import lax
+from lax import special_extra as lax_extra
 from tracer import dtypes
 from tracer.core import Array, get_aval
 from tracer.custom_derivatives import custom_jvp
@@ -32,12 +37,13 @@ from tracer.nn import softmax as _nn_softmax
 from tracer.numpy.util import as_operand, promote_args_inexact
 
 __all__ = [
-    "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "digamma", "entr", "erf",
-    "erfc", "erfcinv", "erfcx", "erfinv", "expit", "factorial", "gamma", "gammainc",
-    "gammaincc", "gammaln",
-    "gammasgn", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma",
-    "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "poch", "polygamma", "psi",
-    "rel_entr", "softmax", "xlog1py", "xlogy", "zeta",
+    "bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb",
+    "dawsn", "digamma", "entr", "erf", "erfc", "erfcinv", "erfcx", "erfinv", "exp1", "expi",
+    "expit", "expn", "factorial", "fresnel", "gamma", "gammainc", "gammaincc", "gammaln",
+    "gammasgn", "hyp1f1", "hyp2f1", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr",
+    "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri",
+    "owens_t", "poch", "polygamma", "psi", "rel_entr", "sici", "softmax", "spence",
+    "sph_harm_y", "wofz", "xlog1py", "xlogy", "zeta",
 ]
 
 
@@ -486,3 +492,246 @@ def log_softmax(x, axis=None):
     """x - logsumexp(x) over ``axis`` (``scipy.special.log_softmax``; all axes by
     default, as SciPy)."""
     return _nn_log_softmax(x, axis=_all_axes(x, axis))
+
+
+# ============================ exponential and related integrals =========================
+# Kernel-backed primitives of lax/special_extra.py (accuracy listed there: a few ulp in
+# float64 against mpmath, float32 correctly rounded but for rare ties).
+
+def expn(n, x):
+    """The generalized exponential integral E_n(x) = int_1^inf e^(-x t) / t^n dt
+    (``scipy.special.expn``). ``n`` (integer-valued; a float order is truncated, as SciPy)
+    and ``x`` broadcast; the result has their promoted float dtype. NaN for n < 0 or
+    x < 0; E_n(0) = 1/(n - 1) for n > 1, +inf for n <= 1; 0 at +inf. Differentiable in
+    x only (d/dx E_n = -E_(n-1)); differentiating in n raises ValueError."""
+    n, x = _args("expn", n, x)
+    return lax_extra.expn(_real_only("expn", n), _real_only("expn", x))
+
+
+def exp1(x):
+    """The exponential integral E1(x) = int_x^inf e^-t / t dt = expn(1, x)
+    (``scipy.special.exp1`` for real x): +inf at 0, NaN for x < 0 (the real function's
+    domain), 0 at +inf. Derivative -e^-x / x."""
+    (x,) = _args("exp1", x)
+    _real_only("exp1", x)
+    return lax_extra.expn(_c(x, 1), x)
+
+
+def expi(x):
+    """The exponential integral Ei(x) = -PV int_(-x)^inf e^-t / t dt
+    (``scipy.special.expi``): -E1(-x) for x < 0, -inf at 0, -0 at -inf. Finite up to
+    x ~ 716.7 (SciPy's overflows to inf from x ~ 709.8). Derivative e^x / x."""
+    return _unary("expi", lax_extra.expi, x)
+
+
+def dawsn(x):
+    """Dawson's integral D(x) = e^(-x^2) int_0^x e^(t^2) dt (``scipy.special.dawsn``):
+    odd, ±0 at ±inf. Derivative 1 - 2 x D(x)."""
+    return _unary("dawsn", lax_extra.dawsn, x)
+
+
+def sici(x):
+    """The sine and cosine integrals (Si(x), Ci(x)) (``scipy.special.sici``):
+    Si(x) = int_0^x sin t / t dt (odd, ±pi/2 at ±inf) and
+    Ci(x) = gamma + log|x| + int_0^|x| (cos t - 1)/t dt (even: SciPy's real part for
+    x < 0; -inf at 0, 0 at +inf, NaN at -inf). Derivatives sin x / x and cos x / x."""
+    (x,) = _args("sici", x)
+    _real_only("sici", x)
+    return lax_extra.si(x), lax_extra.ci(x)
+
+
+def fresnel(x):
+    """The Fresnel integrals (S(x), C(x)) = (int_0^x sin(pi t^2 / 2) dt,
+    int_0^x cos(pi t^2 / 2) dt) (``scipy.special.fresnel``): odd, ±1/2 at ±inf. The phase
+    pi x^2 / 2 is reduced exactly, so large x keep full accuracy (SciPy's error grows
+    like x^2 ulp there). Derivatives sin(pi x^2 / 2) and cos(pi x^2 / 2)."""
+    (x,) = _args("fresnel", x)
+    _real_only("fresnel", x)
+    return lax_extra.fresnel_s(x), lax_extra.fresnel_c(x)
+
+
+def spence(x):
+    """Spence's function int_1^x log t / (1 - t) dt = Li2(1 - x)
+    (``scipy.special.spence``, real x): pi^2/6 at 0, 0 at 1, NaN for x < 0 and at +inf
+    (as SciPy). Derivative log(x) / (1 - x)."""
+    return _unary("spence", lax_extra.spence, x)
+
+
+# ============================== SciPy-evaluated functions ===============================
+# Primitives whose values are scipy.special's (eagerly, and as host steps under jit),
+# with derivatives written in lax (lax/special_extra.py).
+
+def hyp1f1(a, b, x):
+    """The confluent hypergeometric function 1F1(a; b; x) = sum_k (a)_k / (b)_k x^k / k!
+    (``scipy.special.hyp1f1``, real arguments; its values and special values, e.g. +inf
+    at b = 0, including 1F1(0; 0; x) where JAX returns 1). Arguments broadcast to their
+    promoted float dtype. Differentiable in a, b and x (as JAX): d/dx = a/b 1F1(a + 1;
+    b + 1; x); d/da, d/db by the series differentiated term by term (NaN where a or b is
+    a non-positive integer or the series does not converge)."""
+    a, b, x = _args("hyp1f1", a, b, x)
+    for v in (a, b, x):
+        _real_only("hyp1f1", v)
+    return lax_extra.hyp1f1(a, b, x)
+
+
+def hyp2f1(a, b, c, x):
+    """The Gauss hypergeometric function 2F1(a, b; c; x) = sum_k (a)_k (b)_k / (c)_k
+    x^k / k! (``scipy.special.hyp2f1``, real arguments; its values, analytically
+    continued for x < -1). Arguments broadcast to their promoted float dtype.
+    Differentiable in a, b, c and x (as JAX): d/dx = ab/c 2F1(a + 1, b + 1; c + 1; x);
+    d/da, d/db, d/dc by the differentiated series for x < 1 (NaN for x >= 1)."""
+    a, b, c, x = _args("hyp2f1", a, b, c, x)
+    for v in (a, b, c, x):
+        _real_only("hyp2f1", v)
+    return lax_extra.hyp2f1(a, b, c, x)
+
+
+def owens_t(h, a):
+    """Owen's T function T(h, a) = 1/(2 pi) int_0^a exp(-h^2 (1 + t^2) / 2) / (1 + t^2) dt
+    (``scipy.special.owens_t``; its values). Arguments broadcast to their promoted float
+    dtype. Differentiable in h and a."""
+    h, a = _args("owens_t", h, a)
+    _real_only("owens_t", h)
+    _real_only("owens_t", a)
+    return lax_extra.owens_t(h, a)
+
+
+def wofz(z):
+    """The Faddeeva function w(z) = exp(-z^2) erfc(-i z) (``scipy.special.wofz``; its
+    values). Real or complex ``z``; the result is complex (complex64 for float32 and
+    complex64 inputs, else complex128). Holomorphic: w'(z) = -2 z w(z) + 2i / sqrt(pi)."""
+    (z,) = _args("wofz", z)
+    dt = get_aval(z).dtype
+    if not dtypes.is_complex(dt):
+        cdt = np.complex128 if dt == np.float64 else np.complex64
+        z = lax.convert_element_type(z, cdt)
+    return lax_extra.wofz(z)
+
+
+# ============================== Bessel J_n, spherical harmonics =========================
+
+def bessel_jn(z, *, v, n_iter=50):
+    """The Bessel functions of the first kind J_0(z) .. J_v(z) of integer order and real
+    argument (``jax.scipy.special.bessel_jn``; values of ``scipy.special.jv``): an array
+    of shape ``(v + 1, *z.shape)`` in z's promoted float dtype.
+
+    Miller's backward recurrence J_(k-1) = 2k/z J_k - J_(k+1) from order ``n_iter``,
+    normalized by J_0 + 2 (J_2 + J_4 + ...) = 1, carried as the ratios J_k / J_(k+1) so
+    that nothing overflows at small z (JAX's form overflows to NaN below about z = 1e-5).
+    ``n_iter`` must exceed |z| comfortably (JAX's rule of thumb: the smallest n with
+    0.5 log10(6.28 + n) - n log10(1.36 + |z|/n) > 20; 50 serves |z| up to about 20);
+    beyond, the result is inaccurate, as in JAX. ``v`` and ``n_iter`` are static ints
+    (TypeError otherwise; ValueError for v < 0 or n_iter < v); complex z raises
+    ValueError. Differentiable in z."""
+    try:
+        v = operator.index(v)
+        n_iter = operator.index(n_iter)
+    except TypeError:
+        raise TypeError(f"tracer.scipy.special.bessel_jn: v and n_iter must be static "
+                        f"integers, got v={v!r}, n_iter={n_iter!r}") from None
+    if v < 0 or n_iter < max(v, 1):
+        raise ValueError(f"tracer.scipy.special.bessel_jn: need 0 <= v <= n_iter and "
+                         f"n_iter >= 1, got v={v}, n_iter={n_iter}")
+    (z,) = _args("bessel_jn", z)
+    if dtypes.is_complex(get_aval(z).dtype):
+        raise ValueError("tracer.scipy.special.bessel_jn: complex input is not supported "
+                         f"(got {get_aval(z).str_short()})")
+    # r_k = J_k / J_(k+1): r_k = 2 (k + 1) / z - 1 / r_(k+1), from r_(n_iter) = 2 (n_iter
+    # + 1) / z (J_(n_iter + 1) / J_(n_iter + 2) to leading order; the start's error dies
+    # out downwards). At z = 0 every ratio is infinite: J_0 = 1, J_k = 0.
+    two_over_z = lax.div(_c(z, 2), z)
+    r = lax.mul(two_over_z, _c(z, n_iter + 1))
+    ratios = [None] * n_iter
+    for k in range(n_iter - 1, -1, -1):
+        r = lax.sub(lax.mul(two_over_z, _c(z, k + 1)), lax.div(_c(z, 1), r))
+        ratios[k] = r
+    # q_k = J_k / J_0 = q_(k-1) / r_(k-1); the normalization sums q_k for even k.
+    q = _c(z, 1)
+    qs = [q]
+    total = _c(z, 1)
+    for k in range(1, n_iter + 1):
+        q = lax.div(q, ratios[k - 1])
+        if k <= v:
+            qs.append(q)
+        if k % 2 == 0:
+            total = lax.add(total, lax.mul(_c(z, 2), q))
+    j0 = lax.div(_c(z, 1), total)
+    outs = [lax.expand_dims(lax.mul(qk, j0), (0,)) for qk in qs]
+    return outs[0] if len(outs) == 1 else lax.concatenate(outs, 0)
+
+
+def sph_harm_y(n, m, theta, phi, diff_n=None, n_max=None):
+    """The spherical harmonics Y_n^m(theta, phi) = N P_n^m(cos theta) e^(i m phi), with
+    the Condon-Shortley phase and N = sqrt((2n + 1)/(4 pi) (n - m)!/(n + m)!)
+    (``scipy.special.sph_harm_y``: theta the polar angle in [0, pi], phi the azimuth).
+    ``n`` and ``m`` are integer-valued (degree and order), the four arguments broadcast
+    as in SciPy (JAX returns a 1-D array, a scalar theta becoming shape (1,)); the result
+    is complex (complex128 for float64 angles, complex64 for float32).
+    Y_n^m = 0 where |m| > n, in particular for n < 0 (as SciPy).
+
+    The normalized associated Legendre functions come from the stable recurrences
+    P_m^m = -sqrt((2m + 1)/(2m)) sin(theta) P_(m-1)^(m-1) and
+    P_l^m = a_l (cos(theta) P_(l-1)^m - P_(l-2)^m / a_(l-1)),
+    a_l = sqrt((4 l^2 - 1)/(l^2 - m^2)), run to ``n_max`` = max(n) steps (a static int:
+    pass it when n is traced; as in JAX, larger n are clipped to n_max). ``diff_n`` (the
+    derivatives SciPy can return) is not supported: NotImplementedError unless None or 0
+    (as JAX). Differentiable in theta and phi."""
+    if diff_n not in (None, 0):
+        raise NotImplementedError("tracer.scipy.special.sph_harm_y: diff_n (derivatives) "
+                                  "is not supported (as in JAX); pass diff_n=None")
+    if n_max is None:
+        try:
+            n_max = int(np.max(np.asarray(n)))
+        except Exception:
+            raise ValueError("tracer.scipy.special.sph_harm_y: n_max must be given as a "
+                             "static int when n is traced (the recurrence runs n_max "
+                             "steps)") from None
+    n_max = operator.index(n_max)
+    theta, phi = _args("sph_harm_y", theta, phi)
+    for v_ in (theta, phi):
+        _real_only("sph_harm_y", v_)
+    fdt = np.result_type(get_aval(theta).dtype, get_aval(phi).dtype)
+    n, m = (lax.convert_element_type(as_operand(a, "sph_harm_y"), fdt) for a in (n, m))
+    n, m, theta, phi = promote_args_inexact("sph_harm_y", n, m, theta, phi)
+    n, m, theta, phi = _broadcast_all("sph_harm_y", n, m, theta, phi)
+    n = lax.min(n, _c(n, n_max))
+    am = lax.abs(m)
+    x, s = lax.cos(theta), lax.sin(theta)
+    one = _c(x, 1)
+    # P_am^am, built up to order am (per element) in n_max static steps
+    pmm = _c(x, 0.5 / math.sqrt(math.pi))
+    for k in range(1, n_max + 1):
+        step = lax.mul(_c(x, -math.sqrt((2 * k + 1) / (2 * k))), lax.mul(s, pmm))
+        pmm = _where(lax.le(_c(am, k), am), step, pmm)
+    # upward in the degree l = am + 1 .. n
+    am2 = lax.mul(am, am)
+
+    def a_l(l):
+        l2 = lax.mul(l, l)
+        return lax.sqrt(lax.div(lax.sub(lax.mul(_c(l, 4), l2), one), lax.sub(l2, am2)))
+
+    p_prev, p = _c(x, 0), pmm
+    a_prev = one
+    for j in range(1, n_max + 1):
+        l = lax.add(am, _c(am, j))
+        active = lax.le(l, n)
+        lsafe = _where(active, l, lax.add(am, one))     # keeps a_l finite where idle
+        a = a_l(lsafe)
+        p_next = lax.mul(a, lax.sub(lax.mul(x, p), lax.div(p_prev, a_prev)))
+        p_prev, p, a_prev = (_where(active, p, p_prev), _where(active, p_next, p),
+                             _where(active, a, a_prev))
+    p = _where(lax.gt(am, n), _c(p, 0), p)
+    # Y_n^-m = (-1)^m conj(Y_n^m): the real factor (-1)^m and the phase e^(-i m phi)
+    odd = lax.ne(lax.rem(am, _c(am, 2)), _c(am, 0))
+    sign = _where(lax.bitwise_and(lax.lt(m, _c(m, 0)), odd), _c(p, -1), _c(p, 1))
+    p = lax.mul(p, sign)
+    ang = lax.mul(m, phi)
+    return lax.complex(lax.mul(p, lax.cos(ang)), lax.mul(p, lax.sin(ang)))
+
+
+def _broadcast_all(fname, *args):
+    shapes = [get_aval(a).shape for a in args]
+    shape = np.broadcast_shapes(*shapes) if shapes else ()
+    return [a if get_aval(a).shape == shape else lax.broadcast_in_dim(
+        a, shape, tuple(range(len(shape) - len(get_aval(a).shape), len(shape))))
+        for a in args]
