@@ -32,6 +32,13 @@ sys.path.insert(0, os.path.dirname(__file__))
 from special_extra_reference_values import EXPN, FRESNEL, UNARY  # noqa: E402
 
 RNG = np.random.default_rng(2024)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rng():
+    # every test draws the same numbers whatever ran before it (xdist reorders tests)
+    global RNG
+    RNG = np.random.default_rng(2024)
 INF, NAN = np.inf, np.nan
 
 
@@ -253,7 +260,7 @@ def test_wofz():
     _, dw = tracer.jvp(tss.wofz, (z,), (np.full_like(z, t),))
     h = 1e-6
     fd = (sps.wofz(z + h * t) - sps.wofz(z - h * t)) / (2 * h)
-    np.testing.assert_allclose(_np(dw), fd, rtol=1e-8)
+    np.testing.assert_allclose(_np(dw), fd, rtol=1e-7, atol=1e-9)   # FD rounding ~eps/h
     np.testing.assert_allclose(_np(dw), (-2 * z * sps.wofz(z) + 2j / np.sqrt(np.pi)) * t,
                                rtol=1e-14)
 
