@@ -1,5 +1,6 @@
 """Lowering of the random-bit primitives (lax/random_bits.py): ``threefry2x32`` and
-``rng_bit_generator`` as library calls running numba_backend/random_kernels.py.
+``rng_bit_generator`` as library calls running numba_backend/random_kernels.py (the
+latter: the NumPy reference's counter layout around the compiled hashes).
 
 ``threefry2x32`` has two outputs, so it cannot be an element-wise expression of the fused
 kernels (one output each): it is one Numba loop over the broadcast operands. Bits are the
@@ -28,37 +29,26 @@ def threefry_call(k1, k2, x1, x2, *, out_shape):
     return [y0.reshape(out_shape), y1.reshape(out_shape)]
 
 
-def _rbg_one(key, shape, dtype, algorithm):
-    from numba_backend import random_kernels as rk
+def _philox_numba(k0, k1, c0, c1, c2, c3):
+    from numba_backend.random_kernels import philox4x32
 
-    size = int(np.prod(shape, dtype=np.int64))
-    nbytes = size * dtype.itemsize
-    n_words = (nbytes + 3) // 4
-    start = (int(key[2]) << 32) | int(key[3])
-    if algorithm == rb.RandomAlgorithm.RNG_PHILOX:
-        used = (n_words + 3) // 4
-        words = np.empty(4 * used, np.uint32)
-        rk.philox_stream(np.uint64(key[0]), np.uint64(key[1]), np.uint64(start), words)
-    else:
-        used = (n_words + 1) // 2
-        words = np.empty(2 * used, np.uint32)
-        rk.threefry_stream(np.uint64(key[0]), np.uint64(key[1]), np.uint64(start), words)
-    bits = words.view(np.uint8)[:nbytes].view(dtype).reshape(shape)
-    new = (start + used) & ((1 << 64) - 1)
-    new_key = np.array([key[0], key[1], new >> 32, new & 0xFFFFFFFF], np.uint32)
-    return new_key, bits
+    outs = [np.empty(np.shape(c0), np.uint32) for _ in range(4)]
+    if outs[0].size:
+        philox4x32(np.uint32(k0), np.uint32(k1),
+                   *(readonly_flat(np.asarray(c, np.uint32)) for c in (c0, c1, c2, c3)),
+                   *(o.reshape(-1) for o in outs))
+    return outs
+
+
+def _threefry_numba(k0, k1, x0, x1):
+    return threefry_call(k0, k1, x0, x1, out_shape=np.shape(x0))
 
 
 def rng_bit_generator_call(key, *, shape, dtype, algorithm):
-    """rng_bit_generator on a NumPy uint32[..., 4] state (leading dims batch)."""
-    dtype = np.dtype(dtype)
-    batch = key.shape[:-1]
-    keys = key.reshape(-1, 4)
-    new_keys = np.empty(keys.shape, np.uint32)
-    bits = np.empty((keys.shape[0],) + tuple(shape), dtype)
-    for b in range(keys.shape[0]):
-        new_keys[b], bits[b] = _rbg_one(keys[b], shape, dtype, algorithm)
-    return [new_keys.reshape(key.shape), bits.reshape(batch + tuple(shape))]
+    """rng_bit_generator on a NumPy state (leading dims batch): the reference stream of
+    lax/random_bits.py with the hashes compiled."""
+    return rb.rng_bit_generator_reference(key, shape=shape, dtype=dtype, algorithm=algorithm,
+                                          threefry=_threefry_numba, philox=_philox_numba)
 
 
 def _threefry_lower(ctx, in_avals, out_avals, *ins):

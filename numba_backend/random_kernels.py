@@ -1,5 +1,5 @@
 """Numba kernels of the random-bits family (lowering/random_bits.py): Threefry-2x32 and
-the counter streams of RngBitGenerator (Threefry-2x32, Philox-4x32-10).
+Philox-4x32-10, the hashes behind RngBitGenerator's counter streams.
 
 Words are carried in uint64 and masked to 32 bits after every addition (Numba widens
 uint32 arithmetic), so the results are the wrapping uint32 results of the NumPy reference
@@ -70,45 +70,30 @@ def threefry2x32(k0, k1, x0, x1, steps, out0, out1):
 
 
 @numba.njit(cache=True, nogil=True)
-def threefry_stream(k0, k1, start, words):
-    """words[2 i], words[2 i + 1] = Threefry-2x32 under key (k0, k1) of the 64-bit counter
-    start + i (wrapping), hi word first."""
-    k0 = np.uint64(k0)
-    k1 = np.uint64(k1)
-    for i in range(words.shape[0] // 2):
-        c = np.uint64(start) + np.uint64(i)
-        y0, y1 = _threefry(k0, k1, c >> np.uint64(32), c & _M32)
-        words[2 * i] = np.uint32(y0)
-        words[2 * i + 1] = np.uint32(y1)
-    return 0
-
-
-@numba.njit(cache=True, nogil=True)
-def philox_stream(k0, k1, start, words):
-    """words[4 i: 4 i + 4] = Philox-4x32-10 under key (k0, k1) of the counter
-    (lo, hi, 0, 0) with lo/hi the words of start + i (wrapping)."""
+def philox4x32(k0, k1, c0, c1, c2, c3, out0, out1, out2, out3):
+    """Philox-4x32-10 under the scalar key (k0, k1) of the flat uint32 counter words
+    (c0, c1, c2, c3), least significant first; the four output words into out0..out3."""
     m0 = np.uint64(0xD2511F53)
     m1 = np.uint64(0xCD9E8D57)
     w0 = np.uint64(0x9E3779B9)
     w1 = np.uint64(0xBB67AE85)
-    for i in range(words.shape[0] // 4):
-        c = np.uint64(start) + np.uint64(i)
-        c0 = c & _M32
-        c1 = c >> np.uint64(32)
-        c2 = np.uint64(0)
-        c3 = np.uint64(0)
+    for i in range(out0.shape[0]):
+        x0 = np.uint64(c0[i])
+        x1 = np.uint64(c1[i])
+        x2 = np.uint64(c2[i])
+        x3 = np.uint64(c3[i])
         a = np.uint64(k0)
         b = np.uint64(k1)
         for _ in range(10):
-            p0 = m0 * c0
-            p1 = m1 * c2
+            p0 = m0 * x0
+            p1 = m1 * x2
             hi0, lo0 = p0 >> np.uint64(32), p0 & _M32
             hi1, lo1 = p1 >> np.uint64(32), p1 & _M32
-            c0, c1, c2, c3 = (hi1 ^ c1 ^ b) & _M32, lo1, (hi0 ^ c3 ^ a) & _M32, lo0
+            x0, x1, x2, x3 = (hi1 ^ x1 ^ a) & _M32, lo1, (hi0 ^ x3 ^ b) & _M32, lo0
             a = (a + w0) & _M32
             b = (b + w1) & _M32
-        words[4 * i] = np.uint32(c0)
-        words[4 * i + 1] = np.uint32(c1)
-        words[4 * i + 2] = np.uint32(c2)
-        words[4 * i + 3] = np.uint32(c3)
+        out0[i] = np.uint32(x0)
+        out1[i] = np.uint32(x1)
+        out2[i] = np.uint32(x2)
+        out3[i] = np.uint32(x3)
     return 0

@@ -57,8 +57,6 @@ ABSENT = {
     },
     "batching": {
         "iota": "nullary: no operand can carry a batch dimension",
-        "rng_normal": "nullary (shape params only): never sees a batched operand",
-        "rng_uniform": "nullary (shape params only): never sees a batched operand",
         "create_token": "nullary: no operand can carry a batch dimension",
     },
 }

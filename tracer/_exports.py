@@ -32,6 +32,7 @@ _OPTIONAL = {
 # module -> attribute name on ``tracer``
 _SUBMODULES = {
     "tracer.nn": "nn",
+    "tracer.ops": "ops",
     "tracer.scipy": "scipy",
     "tracer.test_util": "test_util",
 }

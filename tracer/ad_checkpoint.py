@@ -29,16 +29,27 @@ __all__ = ["checkpoint", "remat", "checkpoint_policies", "checkpoint_name", "che
 
 def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy=None,
                static_argnums=()):
-    """``fun`` made rematerializing for reverse mode (``jax.checkpoint``): under
-    grad/vjp/linearize its intermediate values are recomputed on the backward pass from
-    the saved inputs instead of being stored. Values and derivatives are unchanged.
+    """``fun`` made rematerializing for reverse mode (``jax.checkpoint``, alias ``remat``):
+    under grad/vjp/linearize its intermediate values are recomputed on the backward pass
+    from the saved inputs instead of being stored. Values and derivatives are unchanged.
 
-    ``policy``: None (save nothing but the inputs) or a function
-    ``policy(prim, *avals, **params) -> bool`` telling which intermediates may be saved
-    (see ``checkpoint_policies``). ``static_argnums``: arguments passed as Python values
-    (not traced). ``prevent_cse`` is kept as a param of the ``checkpoint`` equation for the
-    compiler (which must not merge a rematerialized computation with the original).
-    Usable as ``@checkpoint`` or ``@partial(checkpoint, policy=...)``.
+    Args:
+      fun: the function (arrays or pytrees of arrays in and out). Usable as
+        ``@checkpoint`` or ``@partial(checkpoint, policy=...)``.
+      prevent_cse: kept as a param of the ``checkpoint`` equation for the compiler (which
+        must not merge a rematerialized computation with the original).
+      policy: None (save nothing but the inputs) or ``policy(prim, *avals, **params) ->
+        bool`` telling which intermediates may be saved (see ``checkpoint_policies``).
+      static_argnums: an int or ints: positional arguments passed as Python values (not
+        traced).
+
+    Returns:
+      A function with ``fun``'s signature and results. Without a transformation it calls
+      ``fun``; under one it stages ``fun`` as one ``checkpoint`` equation.
+
+    Raises:
+      TypeError: ``fun`` not callable, ``static_argnums`` not ints.
+      ValueError: a ``static_argnums`` entry out of range for the call.
     """
     if fun is None:
         return lambda f: checkpoint(f, prevent_cse=prevent_cse, policy=policy,
@@ -47,17 +58,21 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy=
         static_argnums = (static_argnums,)
     static_argnums = tuple(operator.index(i) for i in static_argnums)
 
+    if not callable(fun):
+        raise TypeError(f"checkpoint: expected a callable value, got {fun!r:.100} of type "
+                        f"{type(fun).__name__}")
+
     @functools.wraps(fun)
     def remat_f(*args, **kwargs):
-        if ad.no_transformation_active():
-            return fun(*args, **kwargs)
         nargs = len(args)
-        static = {i % nargs for i in static_argnums if -nargs <= i < nargs}
-        for i in static_argnums:
+        for i in static_argnums:   # checked eagerly too, as JAX does
             if not -nargs <= i < nargs:
                 raise ValueError(f"checkpoint({getattr(fun, '__name__', fun)}): "
                                  f"static_argnums entry {i} is out of range for a call with "
                                  f"{nargs} positional arguments")
+        if ad.no_transformation_active():
+            return fun(*args, **kwargs)
+        static = {i % nargs for i in static_argnums}
         dyn = [a for i, a in enumerate(args) if i not in static]
         leaves, in_tree = tree_flatten((dyn, kwargs))
         store = []

@@ -32,6 +32,12 @@ def _fun_name(f) -> str:
     return getattr(f, "__name__", None) or type(f).__name__
 
 
+def _check_callable(fun, who):
+    if not callable(fun):
+        raise TypeError(f"{who}: expected a callable value, got {fun!r:.100} of type "
+                        f"{type(fun).__name__}")
+
+
 def _check_arg(x, fname, path=""):
     if isinstance(x, (Tracer, Array)):
         return x
@@ -70,14 +76,14 @@ def _flatten_args(fname, args, kwargs=None):
 
 # ------------------------------------- make_jaxpr ----------------------------------------
 
-def _split_static(args, static_argnums):
-    static_argnums = _normalize_argnums(static_argnums, len(args))
+def _split_static(args, static_argnums, who="make_jaxpr"):
+    static_argnums = _normalize_argnums(static_argnums, len(args), who)
     dyn = [a for i, a in enumerate(args) if i not in static_argnums]
     static = tuple((i, args[i]) for i in sorted(static_argnums))
     return dyn, static
 
 
-def _normalize_argnums(argnums, nargs):
+def _normalize_argnums(argnums, nargs, who="jit"):
     if argnums is None:
         return ()
     if isinstance(argnums, int):
@@ -86,8 +92,8 @@ def _normalize_argnums(argnums, nargs):
     for a in argnums:
         a = operator.index(a)
         if not -nargs <= a < nargs:
-            raise ValueError(f"argnum {a} is out of range for a function called with {nargs} "
-                             "positional arguments")
+            raise ValueError(f"{who}: static_argnums entry {a} is out of range for a call "
+                             f"with {nargs} positional argument{'s' if nargs != 1 else ''}")
         out.append(a % nargs)
     return tuple(out)
 
@@ -99,15 +105,32 @@ def _merge_static(dyn, static, nargs):
 
 
 def make_jaxpr(fun: Callable, static_argnums=(), return_shape: bool = False):
-    """``make_jaxpr(f)(*args)`` -> the ClosedJaxpr of ``f`` traced at ``args``' shapes and
-    dtypes (printable in JAX's text format). Arguments may be arrays, scalars,
-    ShapeDtypeStructs or pytrees of them; ``static_argnums`` are passed through as Python
-    values. With ``return_shape``, also returns the output's ShapeDtypeStruct pytree."""
+    """The jaxpr of ``fun`` (``jax.make_jaxpr``), without running it.
+
+    Args:
+      fun: the function to trace; it takes arrays, scalars or pytrees of them.
+      static_argnums: an int or ints: positional arguments passed through as Python values
+        (not traced); they may be any Python objects.
+      return_shape: also return the output's ``ShapeDtypeStruct`` pytree.
+
+    Returns:
+      A function with ``fun``'s signature: ``make_jaxpr(f)(*args, **kwargs)`` traces
+      ``fun`` at the shapes and dtypes of ``args`` (arrays, Python scalars, NumPy values or
+      ``ShapeDtypeStruct``s) and returns the ``ClosedJaxpr`` (printable in JAX's text
+      format), or ``(jaxpr, shapes)`` with ``return_shape``.
+
+    Raises:
+      TypeError: ``fun`` not callable, or an argument that is not an array type (mark it
+        static).
+      ValueError: a ``static_argnums`` entry out of range for the call.
+      ConcretizationTypeError & co.: Python control flow on traced values inside ``fun``.
+    """
+    _check_callable(fun, "make_jaxpr")
 
     @functools.wraps(fun)
     def make(*args, **kwargs):
         nargs = len(args)
-        dyn, static = _split_static(args, static_argnums)
+        dyn, static = _split_static(args, static_argnums, f"make_jaxpr({_fun_name(fun)})")
         leaves, in_tree = _flatten_args("make_jaxpr", dyn, kwargs)
         in_avals = [get_aval(x) for x in leaves]
 
@@ -129,8 +152,20 @@ def make_jaxpr(fun: Callable, static_argnums=(), return_shape: bool = False):
 
 
 def eval_shape(fun: Callable, *args, **kwargs):
-    """The output ShapeDtypeStruct pytree of ``fun(*args, **kwargs)``, computed by tracing
-    without running any array computation."""
+    """The output shapes and dtypes of ``fun(*args, **kwargs)`` (``jax.eval_shape``), found
+    by tracing: no array computation runs.
+
+    Args:
+      fun: the function; ``args``/``kwargs`` are arrays, scalars, ``ShapeDtypeStruct``s or
+        pytrees of them.
+
+    Returns:
+      The output pytree with a ``ShapeDtypeStruct`` (shape, dtype, weak_type) per leaf.
+
+    Raises:
+      TypeError: ``fun`` not callable or a non-array argument; errors of tracing ``fun``.
+    """
+    _check_callable(fun, "eval_shape")
     closed, shape = make_jaxpr(fun, return_shape=True)(*args, **kwargs)
     return shape
 
@@ -161,15 +196,28 @@ def _tangent_in(p, t):
 
 
 def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
-    """Forward-mode derivative (``jax.jvp``): returns ``(fun(*primals), J(primals) @
-    tangents)``, plus ``fun``'s auxiliary output with ``has_aux`` (``fun`` then returns
-    ``(output, aux)``; aux is not differentiated).
+    """Forward-mode derivative (``jax.jvp``): ``fun``'s value and its directional
+    derivative, ``(fun(*primals), J(primals) @ tangents)``.
 
-    ``primals`` and ``tangents`` are tuples (or lists) of positional arguments with equal
-    pytree structures, shapes and dtypes; integer and bool primals take float0 tangents and
-    integer outputs get float0 tangents. Raises TypeError/ValueError naming the argument
-    on structure, shape or dtype mismatches.
+    Args:
+      fun: a function of positional arguments returning a pytree of arrays.
+      primals: a tuple (or list) of the positional arguments, pytrees of arrays.
+      tangents: a tuple (or list) with the structure, shapes and dtypes of ``primals``;
+        integer and bool primals take float0 tangents (``np.zeros(shape,
+        tracer.dtypes.float0)``).
+      has_aux: ``fun`` returns ``(output, aux)``; aux is returned undifferentiated.
+
+    Returns:
+      ``(primals_out, tangents_out)`` with ``fun``'s output structure (float0 tangents for
+      integer outputs), or ``(primals_out, tangents_out, aux)`` with ``has_aux``.
+
+    Raises:
+      TypeError: ``fun`` not callable; ``primals``/``tangents`` not tuples or lists, of
+        different structures or dtypes, or a non-float0 tangent for an integer primal;
+        ``has_aux`` with an output that is not a pair.
+      ValueError: a tangent whose shape differs from its primal's.
     """
+    _check_callable(fun, "jvp")
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp: primal and tangent arguments must be tuples or lists of "
                         f"positional arguments; found {type(primals).__name__} and "
@@ -219,11 +267,25 @@ def _lower_aux(aux):
 # -------------------------------------- linearize ----------------------------------------
 
 def linearize(fun: Callable, *primals, has_aux: bool = False):
-    """``jax.linearize``: returns ``(fun(*primals), f_jvp)`` (plus aux with ``has_aux``)
-    where ``f_jvp(*tangents)`` evaluates the jvp at ``primals``. The primal computation
-    runs now; ``f_jvp`` replays only the linear tangent computation (a jaxpr built by
-    partial evaluation of the jvp). Tangents must match the primals' structure, shapes
-    and dtypes (float0 for integer primals)."""
+    """Linearize ``fun`` at ``primals`` (``jax.linearize``): the value now, and a function
+    evaluating the jvp at those primals for any tangents.
+
+    Args:
+      fun: a function of positional arguments returning a pytree of arrays.
+      *primals: its arguments (pytrees of arrays).
+      has_aux: ``fun`` returns ``(output, aux)``.
+
+    Returns:
+      ``(fun(*primals), f_jvp)`` (plus ``aux`` with ``has_aux``). The primal computation
+      runs once, now; ``f_jvp(*tangents)`` replays only the linear tangent program (a
+      jaxpr built by partial evaluation of the jvp), with tangents matching the primals'
+      structure, shapes and dtypes (float0 for integer primals).
+
+    Raises:
+      TypeError: ``fun`` not callable or a non-array primal; from ``f_jvp``: tangents of
+        another structure or dtype. ValueError: a tangent of another shape.
+    """
+    _check_callable(fun, "linearize")
     p_leaves, p_tree = tree_flatten(tuple(primals))
     p_leaves = [_as_array(_check_arg(x, "linearize")) for x in p_leaves]
     out_store, aux_store = [], []
@@ -257,13 +319,29 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
 # ----------------------------------------- vjp -------------------------------------------
 
 def vjp(fun: Callable, *primals, has_aux: bool = False):
-    """Reverse mode (``jax.vjp``): returns ``(fun(*primals), f_vjp)`` (plus aux with
-    ``has_aux``). ``f_vjp(ct)`` takes a cotangent with the structure, shapes and dtypes of
-    the output and returns a tuple with one cotangent per primal. Complex values follow
-    JAX's convention: ``f_vjp`` is the transpose of the (R-linear) jvp, without complex
-    conjugation, so ``grad`` of a real function of complex inputs is ``df/dx - i df/dy``
-    (see ``grad``). Integer primals get float0 cotangents; integer outputs take float0 (or
-    any, ignored) cotangents. Raises TypeError/ValueError naming the mismatching leaf."""
+    """Reverse mode (``jax.vjp``): ``fun``'s value and its vector-Jacobian product
+    function.
+
+    Args:
+      fun: a function of positional arguments returning a pytree of arrays.
+      *primals: its arguments (pytrees of arrays).
+      has_aux: ``fun`` returns ``(output, aux)``.
+
+    Returns:
+      ``(fun(*primals), f_vjp)`` (plus ``aux`` with ``has_aux``). ``f_vjp(ct)`` takes a
+      cotangent with the output's structure, shapes and dtypes and returns a tuple with
+      one cotangent per primal (float0 for integer primals; integer outputs take float0,
+      or any, ignored, cotangents). The forward pass runs once; ``f_vjp`` may be called
+      many times. Complex values follow JAX's convention: ``f_vjp`` transposes the
+      (R-linear) jvp without conjugation, so ``grad`` of a real function of complex inputs
+      is ``df/dx - i df/dy``.
+
+    Raises:
+      TypeError: ``fun`` not callable, a non-array primal, ``has_aux`` with an output that
+        is not a pair; from ``f_vjp``: a cotangent of another structure or dtype.
+      ValueError: from ``f_vjp``, a cotangent of another shape.
+    """
+    _check_callable(fun, "vjp")
     p_leaves, p_tree = tree_flatten(tuple(primals))
     p_leaves = [_as_array(_check_arg(x, "vjp")) for x in p_leaves]
     out_store, aux_store = [], []
@@ -331,9 +409,13 @@ def _diff_argnums(argnums, nargs, fname, who):
     for a in nums:
         a = int(a)
         if not -nargs <= a < nargs:
-            raise TypeError(f"{who} of {fname}: differentiating with respect to argnums={a} "
-                            f"requires at least {a + 1 if a >= 0 else -a} positional "
-                            f"arguments to be passed by the caller, but got only {nargs}")
+            # JAX's error types: TypeError from grad for a missing argument, ValueError for
+            # an index out of range (negative ones, and any from jacfwd/jacrev/hessian).
+            err = TypeError if who == "grad" and a >= 0 else ValueError
+            raise err(f"{who} of {fname}: differentiating with respect to argnums={a} "
+                      f"requires at least {a + 1 if a >= 0 else -a} positional "
+                      f"argument{'s' if (a + 1 if a >= 0 else -a) != 1 else ''} to be passed "
+                      f"by the caller, but got only {nargs}")
         out.append(a % nargs)
     return tuple(out), single
 
@@ -373,9 +455,18 @@ def _check_output_dtype_revderiv(who, fname, holomorphic, aval):
 
 def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
                    allow_int: bool = False):
-    """``jax.value_and_grad``: a function returning ``(fun(*args), gradient)`` (with
-    ``has_aux``: ``((value, aux), gradient)``). See ``grad`` for the arguments, the complex
-    convention and the errors."""
+    """``fun``'s value and gradient in one pass (``jax.value_and_grad``).
+
+    Args: as ``grad``: ``fun`` (scalar real output), ``argnums``, ``has_aux``,
+      ``holomorphic``, ``allow_int``.
+
+    Returns:
+      A function with ``fun``'s signature returning ``(value, gradient)``, or
+      ``((value, aux), gradient)`` with ``has_aux``; ``gradient`` as for ``grad``.
+
+    Raises: as ``grad``.
+    """
+    _check_callable(fun, "value_and_grad")
     fname = _fun_name(fun)
     _diff_argnums(argnums, 1 << 30, fname, "grad")  # validate the argnums type early
 
@@ -423,21 +514,33 @@ def _check_scalar(x, fname, holomorphic):
 
 def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
          allow_int: bool = False):
-    """The gradient of scalar-valued ``fun`` (``jax.grad``): a function with ``fun``'s
-    signature returning the gradient with respect to the positional arguments ``argnums``
-    (an int: that argument's pytree; a tuple: a tuple of them). With ``has_aux``, ``fun``
-    returns ``(value, aux)`` and the result is ``(gradient, aux)``.
+    """The gradient of scalar-valued ``fun`` (``jax.grad``), by reverse mode.
 
-    ``fun`` must return a real floating scalar. Complex inputs follow JAX's convention:
-    for real ``f(z)`` the result is the conjugate of the Wirtinger derivative times two,
-    ``df/dx - i df/dy`` (e.g. ``grad(lambda z: abs(z)**2)(z) == 2 * conj(z)``). With
-    ``holomorphic=True`` inputs and output must be complex and the result is ``f'(z)``.
-    Integer/bool inputs need ``allow_int=True`` (their gradient is float0 zeros).
+    Args:
+      fun: a function whose output is a real floating scalar (complex with
+        ``holomorphic=True``); its arguments are arrays or pytrees of arrays.
+      argnums: an int or a tuple of ints: the positional arguments to differentiate
+        (negative counts from the end).
+      has_aux: ``fun`` returns ``(value, aux)``; aux is passed through.
+      holomorphic: ``fun`` is holomorphic in complex inputs: inputs and output must be
+        complex and the result is ``f'(z)``.
+      allow_int: integer/bool inputs allowed (their gradient is float0 zeros).
 
-    Raises TypeError for non-scalar, integer or (without ``holomorphic``) complex outputs,
-    integer inputs without ``allow_int``, argnums that are not ints or name missing
-    arguments, and non-array arguments.
+    Returns:
+      A function with ``fun``'s signature returning the gradient: with an int
+      ``argnums``, a pytree like that argument; with a tuple, a tuple of them;
+      ``(gradient, aux)`` with ``has_aux``. Complex inputs follow JAX's convention: for
+      real ``f(z)`` the result is ``df/dx - i df/dy`` (e.g. ``grad(lambda z: abs(z)**2)(z)
+      == 2 * conj(z)``).
+
+    Raises:
+      TypeError: ``fun`` not callable; ``argnums`` not an int or a tuple of ints (or
+        empty), or naming a positional argument the call does not pass (JAX's types: a
+        negative one out of range is a ValueError); a non-scalar, integer or (without
+        ``holomorphic``) complex output; integer inputs without ``allow_int``; non-array
+        arguments; ``has_aux`` with an output that is not a pair.
     """
+    _check_callable(fun, "grad")
     vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
     @functools.wraps(fun)
@@ -572,12 +675,16 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
 
     Composes with ``grad``, ``jit``, ``jvp`` and nested ``vmap`` in any order.
 
-    Raises TypeError for in_axes/out_axes that are not ints/None/containers of them, and
-    ValueError naming the argument (or output) path, the axis and the sizes when mapped
+    Returns a function with ``fun``'s signature returning ``fun``'s output pytree with the
+    mapped axis inserted at ``out_axes`` in each leaf.
+
+    Raises TypeError for a ``fun`` that is not callable, in_axes/out_axes that are not
+    ints/None/containers of them, or outputs that are not arrays, and ValueError naming the argument (or output) path, the axis and the sizes when mapped
     axes have different sizes, an axis is out of range for its argument, ``in_axes`` is not
     a tree prefix of the arguments, no argument is mapped and ``axis_size`` is missing,
     or ``out_axes`` is None for an output that depends on the mapped axis.
     """
+    _check_callable(fun, "vmap")
     fname = f"vmap({_fun_name(fun)})"
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
@@ -766,14 +873,30 @@ def _jac_setup(who, fun, args, kwargs, argnums):
 
 def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False):
     """The Jacobian of ``fun`` by forward mode (``jax.jacfwd``): ``vmap`` of ``jvp`` over
-    the standard basis of the inputs ``argnums``. For an output leaf of shape O and an
-    input leaf of shape I the block has shape O + I; the result has the output's structure
-    with, at each leaf, the input's structure (a tuple over ``argnums`` when it is a
-    tuple). With ``has_aux`` returns ``(jacobian, aux)``.
+    the standard basis of the inputs ``argnums``.
 
-    Inputs must be real floating (complex with ``holomorphic=True``, outputs then complex
-    too); TypeError otherwise (use ``jvp`` for non-holomorphic complex functions)."""
+    Args:
+      fun: a function of arrays (pytrees allowed) returning a pytree of arrays.
+      argnums: an int or tuple of ints: the positional arguments to differentiate.
+      has_aux: ``fun`` returns ``(output, aux)``.
+      holomorphic: complex inputs and outputs, holomorphic ``fun``.
 
+    Returns:
+      A function with ``fun``'s signature returning the Jacobian: for an output leaf of
+      shape O and an input leaf of shape I the block has shape O + I; the result has the
+      output's structure with, at each leaf, the input's structure (a tuple over
+      ``argnums`` when it is a tuple); ``(jacobian, aux)`` with ``has_aux``.
+
+    Raises:
+      TypeError: ``fun`` not callable, ``argnums`` not ints; non-floating inputs (complex
+        ones need ``holomorphic=True``; use ``jvp`` for non-holomorphic complex
+        functions); non-complex values with ``holomorphic``.
+      ValueError: ``argnums`` out of range for the call (as in JAX).
+    """
+    _check_callable(fun, "jacfwd")
+    _diff_argnums(argnums, 1 << 30, _fun_name(fun), "jacfwd")  # the argnums type, early
+
+    @functools.wraps(fun)
     def jacfun(*args, **kwargs):
         fname, nums, single, dyn, f_partial = _jac_setup("jacfwd", fun, args, kwargs, argnums)
         d_leaves, d_tree = tree_flatten(dyn)
@@ -819,13 +942,29 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
 
 def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
            allow_int: bool = False):
-    """The Jacobian of ``fun`` by reverse mode (``jax.jacrev``): ``vmap`` of the ``vjp``
-    over the standard basis of the outputs. Same layout as ``jacfwd`` (output shape +
-    input shape per block). With ``has_aux`` returns ``(jacobian, aux)``.
+    """The Jacobian of ``fun`` by reverse mode (``jax.jacrev``): ``vmap`` of ``vjp`` over
+    the standard basis of the outputs.
 
-    Outputs must be real floating (complex with ``holomorphic=True``, inputs then complex
-    too); integer inputs need ``allow_int`` (float0 blocks). TypeError otherwise."""
+    Args:
+      fun: a function of arrays (pytrees allowed) returning a pytree of real arrays.
+      argnums: an int or tuple of ints: the positional arguments to differentiate.
+      has_aux: ``fun`` returns ``(output, aux)``.
+      holomorphic: complex inputs and outputs, holomorphic ``fun``.
+      allow_int: integer inputs allowed (their blocks are float0).
 
+    Returns:
+      A function returning the Jacobian in ``jacfwd``'s layout (output shape + input shape
+      per block); ``(jacobian, aux)`` with ``has_aux``.
+
+    Raises:
+      TypeError: ``fun`` not callable, ``argnums`` not ints; integer inputs without
+        ``allow_int``; complex outputs without ``holomorphic``; integer outputs.
+      ValueError: ``argnums`` out of range for the call (as in JAX).
+    """
+    _check_callable(fun, "jacrev")
+    _diff_argnums(argnums, 1 << 30, _fun_name(fun), "jacrev")  # the argnums type, early
+
+    @functools.wraps(fun)
     def jacfun(*args, **kwargs):
         fname, nums, single, dyn, f_partial = _jac_setup("jacrev", fun, args, kwargs, argnums)
         for path, x in tree_flatten_with_path(dyn)[0]:
@@ -864,8 +1003,20 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
 
 
 def hessian(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False):
-    """The Hessian of scalar ``fun`` (``jax.hessian``): ``jacfwd(jacrev(fun))`` with the
-    same ``argnums``; for input leaves of shapes I and J the block has shape I + J."""
+    """The Hessian of scalar ``fun`` (``jax.hessian``): ``jacfwd(jacrev(fun))``.
+
+    Args:
+      fun: a function with a real scalar output (complex with ``holomorphic``).
+      argnums, has_aux, holomorphic: as for ``jacfwd``/``jacrev``.
+
+    Returns:
+      A function returning the Hessian: for input leaves of shapes I and J the block has
+      shape I + J (nested by the inputs' structure twice); ``(hessian, aux)`` with
+      ``has_aux``.
+
+    Raises: as ``jacrev`` and ``jacfwd``.
+    """
+    _check_callable(fun, "hessian")
     return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums,
                   has_aux=has_aux, holomorphic=holomorphic)
 
@@ -902,37 +1053,94 @@ class Traced:
         self.name = name
 
 
+def _argnums_tuple(value, what, fname):
+    """``static_argnums``-style value (None, an int or a sequence of ints) as a tuple."""
+    if value is None:
+        return ()
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (int(value),)
+    try:
+        return tuple(operator.index(v) for v in value)
+    except TypeError:
+        raise TypeError(f"jit({fname}): {what} must be an int or a sequence of ints, got "
+                        f"{value!r}") from None
+
+
+def _argnames_tuple(value, what, fname):
+    """``static_argnames``-style value (None, a str or an iterable of str) as a tuple."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    try:
+        out = tuple(value)
+    except TypeError:
+        out = None
+    if out is None or not all(isinstance(v, str) for v in out):
+        raise TypeError(f"jit({fname}): {what} must be a str or a sequence of str, got "
+                        f"{value!r}")
+    return out
+
+
 class JitWrapped:
     """A function compiled by ``jit``: traced once per (input avals incl. weak_type, pytree
-    structure, static argument values), then run as one ``jit`` equation."""
+    structure, static argument values), then run as one ``jit`` equation.
+
+    Calling it runs the compiled program. ``.lower(*args)`` gives a ``Lowered`` object
+    (``.as_text()``, ``.compile()``), ``.trace(*args)`` the traced jaxpr, ``.eval_shape``
+    the output shapes, ``.clear_cache()`` forgets the traces."""
 
     def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
-                 inline=False):
+                 inline=False, donate_argnames=()):
+        fname = _fun_name(fun)
         self.fun = fun
-        self.__name__ = _fun_name(fun)
+        self.__name__ = fname
         self.__doc__ = getattr(fun, "__doc__", None)
         self.__wrapped__ = fun
-        if isinstance(static_argnums, int):
-            static_argnums = (static_argnums,)
-        if isinstance(static_argnames, str):
-            static_argnames = (static_argnames,)
-        self.static_argnums = tuple(static_argnums or ())
-        self.static_argnames = tuple(static_argnames or ())
-        if isinstance(donate_argnums, int):
-            donate_argnums = (donate_argnums,)
-        self.donate_argnums = tuple(donate_argnums or ())
-        # Map static argnames <-> argnums through the signature, as JAX does.
+        self.static_argnums = _argnums_tuple(static_argnums, "static_argnums", fname)
+        self.static_argnames = _argnames_tuple(static_argnames, "static_argnames", fname)
+        self.donate_argnums = _argnums_tuple(donate_argnums, "donate_argnums", fname)
+        self.donate_argnames = _argnames_tuple(donate_argnames, "donate_argnames", fname)
+        # Check the argument numbers and names against the signature and map static
+        # argnames <-> argnums through it, as JAX does (ValueError at definition).
         try:
-            sig = inspect.signature(fun)
-            params = list(sig.parameters.values())
+            params = list(inspect.signature(fun).parameters.values())
+        except (TypeError, ValueError):
+            params = None
+        if params is not None:
             names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY,
                                                           p.POSITIONAL_OR_KEYWORD)]
-            extra_nums = tuple(names.index(n) for n in self.static_argnames if n in names)
-            extra_names = tuple(names[i] for i in self.static_argnums if 0 <= i < len(names))
-            self.static_argnums = tuple(sorted(set(self.static_argnums) | set(extra_nums)))
-            self.static_argnames = tuple(sorted(set(self.static_argnames) | set(extra_names)))
-        except (TypeError, ValueError):
-            pass
+            named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                          p.KEYWORD_ONLY)}
+            var_pos = any(p.kind is p.VAR_POSITIONAL for p in params)
+            var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
+            for what, nums in (("static_argnums", self.static_argnums),
+                               ("donate_argnums", self.donate_argnums)):
+                bad = [i for i in nums if not -len(names) <= i < len(names)]
+                if bad and not var_pos:
+                    takes = (f"accepts only {len(names)} positional argument"
+                             f"{'s' if len(names) != 1 else ''} ({', '.join(names)}); valid "
+                             f"positions are {-len(names)}..{len(names) - 1}") if names \
+                        else "takes no positional arguments"
+                    raise ValueError(f"jit({fname}): {what}={nums} but {fname} {takes}")
+            for what, argnames in (("static_argnames", self.static_argnames),
+                                   ("donate_argnames", self.donate_argnames)):
+                bad = sorted(set(argnames) - named)
+                if bad and not var_kw:
+                    raise ValueError(
+                        f"jit({fname}): invalid argnames {bad} in {what}: {fname} takes no "
+                        f"such argument (its parameters: {', '.join(sorted(named)) or 'none'})")
+            norm = lambda nums: {i for i in nums if 0 <= i < len(names)}
+            self.static_argnums = tuple(sorted(
+                set(self.static_argnums) | {names.index(n) for n in self.static_argnames
+                                            if n in names}))
+            self.static_argnames = tuple(sorted(
+                set(self.static_argnames) | {names[i] for i in norm(self.static_argnums)}))
+            donated = {names[i] for i in norm(self.donate_argnums)} | set(self.donate_argnames)
+            both = sorted(donated & set(self.static_argnames))
+            if both:
+                raise ValueError(f"jit({fname}): the arguments {both} are both static and "
+                                 "donated; static arguments cannot be donated")
         self._cache: dict = {}
         self.trace_count = 0
         # updated=(): merging fun's __dict__ would copy a wrapped JitWrapped's own ``fun``
@@ -1041,18 +1249,70 @@ class JitWrapped:
         self._cache.clear()
 
 
-def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(),
-        donate_argnums=(), inline: bool = False, **kwargs):
-    """Compile ``fun``: trace it once per input signature into a jaxpr, lower the jaxpr to
-    Numba-compiled loops, and run those (``jax.jit``). Usable as ``@jit`` or
-    ``@partial(jit, static_argnums=...)``. Under ``config.disable_jit`` calls ``fun``
-    directly. Raises TypeError for unhashable static arguments."""
+def jit(fun: Callable | None = None, /, *, in_shardings=None, out_shardings=None,
+        static_argnums=None, static_argnames=None, donate_argnums=None, donate_argnames=None,
+        keep_unused: bool = False, device=None, backend=None, inline: bool = False,
+        compiler_options=None):
+    """Compile ``fun`` (``jax.jit``): trace it once per input signature into a jaxpr, lower
+    the jaxpr to Numba-compiled loops and run those. Usable as ``jit(f)``, ``@jit`` and
+    ``@partial(jit, static_argnums=...)`` (or ``@jit(static_argnums=...)``).
+
+    Args:
+      fun: the function to compile; its arguments are arrays, scalars or pytrees of them
+        (non-array arguments must be static), its result a pytree of arrays.
+      static_argnums: an int or ints: positional arguments passed as Python values instead
+        of being traced. They must be hashable; each new value retraces (use them for
+        shapes, flags, Python control flow). Negative numbers count from the end.
+      static_argnames: a str or strs: the same for arguments passed by keyword. Names and
+        numbers are mapped onto each other through ``fun``'s signature, so a static
+        argument is static however it is passed.
+      donate_argnums, donate_argnames: accepted for compatibility and ignored (Arrays are
+        immutable and host memory is not reused); an argument cannot be both static and
+        donated.
+      in_shardings, out_shardings, device, backend, keep_unused, compiler_options:
+        accepted for compatibility and ignored: there is one device (the CPU) and all
+        arguments are kept.
+      inline: accepted for compatibility; a jitted call inside a trace stays one ``jit``
+        equation either way.
+
+    Returns:
+      A ``JitWrapped`` callable with ``fun``'s signature. Each call looks its arguments'
+      shapes, dtypes, weak types, pytree structure and static values up in a cache and
+      traces on a miss (``config.log_compiles`` logs traces and compiles). Inside another
+      transformation (grad, vmap, an outer jit) the call is one ``jit`` equation holding
+      the traced sub-jaxpr. It also offers:
+
+      - ``.lower(*args, **kwargs)`` -> ``Lowered`` for those argument types: ``.as_text()``
+        prints the traced jaxpr, the optimized jaxpr (DCE, CSE, folding), the loop IR
+        (kernels, library calls, host steps) and the generated Numba source of each
+        kernel; ``.compile()`` compiles the kernels now (synchronously, whatever
+        ``config.jit_compile`` says) and returns a ``Compiled`` object: calling it runs
+        the jitted function, ``.as_text()`` is the source of its kernels.
+      - ``.trace(*args, **kwargs)`` -> the ``Traced`` jaxpr (``.jaxpr``, ``.in_tree``,
+        ``.out_tree``); ``.eval_shape(*args, **kwargs)`` -> output ShapeDtypeStructs;
+        ``.clear_cache()``.
+
+    Under ``config.disable_jit`` the function is called directly.
+
+    Raises:
+      TypeError: ``fun`` is not callable; an unknown keyword argument; argnums that are not
+        ints or argnames that are not strs; at call time, an unhashable static argument or
+        a non-array dynamic argument.
+      ValueError: ``static_argnums``/``donate_argnums`` out of range for ``fun``'s
+        positional parameters, ``static_argnames``/``donate_argnames`` that ``fun`` does not
+        take (unless it has ``*args``/``**kwargs``), or an argument both static and donated.
+      ConcretizationTypeError (and the other tracer errors, at trace time): Python control
+        flow or conversion on a traced value; mark the argument static or use lax.cond.
+    """
     if fun is None:
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
-                             donate_argnums=donate_argnums, inline=inline)
-    if isinstance(fun, JitWrapped):
+                             donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                             inline=inline)
+    _check_callable(fun, "jit")
+    if isinstance(fun, JitWrapped) and not (static_argnums or static_argnames):
         return fun
-    return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, inline)
+    return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, inline,
+                      donate_argnames)
 
 
 def _jit_impl(*args, jaxpr, name, **params):

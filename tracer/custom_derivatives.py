@@ -319,6 +319,18 @@ class custom_jvp:
     ``jvp(*nondiff_args, primals, tangents)``. With ``defjvp(..., symbolic_zeros=True)``
     the rule gets ``SymbolicZero`` objects for tangents that are zero.
 
+    Args:
+      fun: the function (positional arguments: arrays or pytrees of arrays, or non-array
+        values at ``nondiff_argnums``).
+      nondiff_argnums: positions of arguments not differentiated; the rule receives them
+        first.
+
+    Returns (the object): a callable with ``fun``'s signature and results; under
+    jvp/grad/vjp/jacfwd/jacrev (any order and depth, and under vmap and jit) its
+    derivative is the rule's. ``defjvp(rule, symbolic_zeros=False)`` sets the rule (and
+    returns it, for use as a decorator); ``defjvps(*rules)`` sets one rule per argument,
+    ``rule_i(tangent_i, primal_out, *primals)``, whose contributions are summed.
+
     Raises TypeError naming the rule when its output has the wrong structure, shapes or
     dtypes, and AttributeError when called before a rule is defined.
     """
@@ -615,8 +627,17 @@ class custom_vjp:
     ``CustomVJPPrimal(value, perturbed)`` objects and bwd may receive ``SymbolicZero``
     cotangents.
 
+    Args:
+      fun: the function (positional arguments: arrays or pytrees of arrays, or non-array
+        values at ``nondiff_argnums``).
+      nondiff_argnums: positions of non-array arguments, passed to ``bwd`` first.
+
+    Returns (the object): a callable with ``fun``'s signature and results whose reverse
+    derivative is ``bwd``'s; ``defvjp(fwd, bwd, symbolic_zeros=False)`` sets the rules.
+
     Raises TypeError/ValueError naming the rule when fwd or bwd return the wrong structure,
-    shapes or dtypes.
+    shapes or dtypes, AttributeError when called before ``defvjp``, and TypeError under
+    forward mode.
     """
 
     def __init__(self, fun: Callable, nondiff_argnums: tuple = ()):

@@ -221,18 +221,38 @@ def promote_types(a, b) -> np.dtype:
     return {_I: int64, _F: float64, _C: complex128}.get(node, node)
 
 
+def check_int_fits(x, dtype, fname: str) -> None:
+    """OverflowError (as JAX raises) when the Python int ``x`` does not fit the integer
+    ``dtype`` an array of it would get, naming the value, the dtype and a way out."""
+    dt = np.dtype(dtype)
+    if type(x) is not int or dt.kind not in "iu":
+        return
+    info = np.iinfo(dt)
+    if info.min <= x <= info.max:
+        return
+    if not -2 ** 63 <= x < 2 ** 64:
+        hint = ("integers wider than 64 bits are not supported; use a float (float(x)) or "
+                "split the value into words")
+    else:
+        wide = "int64" if x < 2 ** 63 else "uint64"
+        hint = f"pass dtype={wide}" + ("" if config.enable_x64 else
+                                       " with 64-bit types enabled "
+                                       "(tracer.config.update('enable_x64', True))")
+    raise OverflowError(f"{fname}: Python int {x} is out of range for {dt.name} "
+                        f"({info.min} to {info.max}); {hint}")
+
+
 def scalar_to_dtype(x, dtype) -> np.ndarray:
     """Python scalar ``x`` as a 0-d NumPy array of ``dtype``, as JAX converts weak scalars:
     integers wrap modulo the width (``int8_array + 300`` adds 44) and floats round (to inf
     past the range); an int outside the int64/uint64 range is an OverflowError."""
     dt = np.dtype(dtype)
-    if type(x) is int and dt.kind in "iu":
-        if not -2**63 <= x < 2**64:
-            raise OverflowError(f"Python int {x} is too large to convert to {dt.name} (it is "
-                                "outside the int64/uint64 range)")
-        return np.asarray(x, np.uint64 if x >= 2**63 else np.int64).astype(dt)
     if type(x) is int and not -2**63 <= x < 2**64 and dt.kind not in "fc":
-        raise OverflowError(f"Python int {x} is too large to convert to {dt.name}")
+        raise OverflowError(f"Python int {x} is too large to combine with an array of dtype "
+                            f"{dt.name}: Python ints in array operations must fit in 64 bits "
+                            "(int64 or uint64); use a float, or an array of the values")
+    if type(x) is int and dt.kind in "iu":
+        return np.asarray(x, np.uint64 if x >= 2**63 else np.int64).astype(dt)
     with np.errstate(over="ignore"):
         return np.asarray(x).astype(dt) if type(x) is not complex or dt.kind == "c" \
             else np.asarray(x, dt)

@@ -8,10 +8,14 @@ vmap; reusing a key is allowed (and gives the same numbers again) — split it f
 randomness.
 
 The bit streams are JAX's default ones (Threefry-2x32, "partitionable" counters): key,
-split, fold_in, bits, uniform, normal, randint, bernoulli, permutation, choice (with
-replacement) and categorical reproduce JAX's outputs bit for bit for the same seed
-(normal through XLA's own erf_inv approximation; float64 needs the platform's long
-double for its fused multiply-adds, as on x86-64 and aarch64 Linux). gamma, beta and
+split, fold_in, bits, uniform, normal, randint, bernoulli, permutation, choice and
+categorical reproduce JAX's outputs on CPU bit for bit for the same seed, shapes and
+dtypes (tests/data/random_jax_*.json). uniform emulates the fused multiply-add XLA uses
+for its scaling exactly; normal uses XLA's erf_inv and log1p approximations -- float64
+normals are bit for bit, float32 ones within 3 ulps (XLA's float32 log is not NumPy's).
+Samplers built on other transcendental functions (exponential, gumbel, logistic,
+laplace, cauchy, truncated_normal, ...) follow JAX's formulas but inherit NumPy's
+elementary functions, so they may differ from JAX in the last bits. gamma, beta and
 dirichlet use their own rejection sampler: same distributions, different streams.
 """
 from __future__ import annotations
@@ -149,10 +153,9 @@ def split(key, num=2):
 def fold_in(key, data):
     """A new key from ``key`` and a 32-bit integer ``data``."""
     key = _check_key("fold_in", key)
-    d = tnp.asarray(data)
-    if get_aval(d).ndim:
-        raise TypeError(f"random.fold_in: data must be a scalar, got shape {get_aval(d).shape}")
-    d = lax.convert_element_type(d, dtypes.uint32)
+    if np.ndim(data) if not isinstance(data, (Array, Tracer)) else get_aval(data).ndim:
+        raise TypeError(f"random.fold_in: data must be a scalar, got shape {np.shape(data)}")
+    d = tnp.asarray(data, dtype=dtypes.uint32)    # as JAX: Python ints must fit in uint32
     k1, k2 = _key_words(key)
     y1, y2 = lax.threefry2x32(k1, k2, lax.full((), 0, dtypes.uint32), d)
     return lax.concatenate([lax.reshape(y1, (1,)), lax.reshape(y2, (1,))], 0)
@@ -198,7 +201,96 @@ def _float_dtype(dtype, name):
     return dt
 
 
+# --- the fused multiply-add of uniform's scaling ---
+# XLA on CPU fuses uniform's ``floats * (maxval - minval) + minval`` into one fused
+# multiply-add for float32 and float64 (float16 is computed op by op, each op rounded).
+# NumPy has no fma, so to give JAX's bits it is emulated exactly with lax operations.
+# float32: the float64 product is exact and TwoSum gives the float64 sum s with its
+# error e; rounding s to float32 is the correct rounding of s + e except when s is
+# exactly halfway between two float32 values and e != 0 (then e's sign decides).
+# float64: Boldo & Melquiond, "Emulation of FMA and correctly rounded sums: proved
+# algorithms using rounding to odd" (IEEE Trans. Computers 57(4), 2008): Dekker's exact
+# product, Knuth's TwoSum, one addition rounded to odd. Exact while the product's error
+# terms do not underflow; spans of magnitude >= 2**995 (the splitting would overflow) and
+# non-finite values take the plain ``a * b + c``.
+
+def _two_sum(a, b):
+    """(s, e) with s = fl(a + b) and a + b = s + e exactly (Knuth)."""
+    s = lax.add(a, b)
+    bb = lax.sub(s, a)
+    return s, lax.add(lax.sub(a, lax.sub(s, bb)), lax.sub(b, bb))
+
+
+def _two_prod(a, b):
+    """(p, e) with p = fl(a * b) and a * b = p + e exactly (Dekker, Veltkamp splitting);
+    float64."""
+    def split(x):
+        t = lax.mul(lax.full_like(x, 2.0 ** 27 + 1), x)
+        hi = lax.sub(t, lax.sub(t, x))
+        return hi, lax.sub(x, hi)
+    p = lax.mul(a, b)
+    (ah, al), (bh, bl) = split(a), split(b)
+    e = lax.add(lax.add(lax.add(lax.sub(lax.mul(ah, bh), p), lax.mul(ah, bl)),
+                        lax.mul(al, bh)), lax.mul(al, bl))
+    return p, e
+
+
+def _add_round_to_odd(a, b):
+    """float64 a + b rounded to odd: the neighbour with an odd last bit when inexact."""
+    s, e = _two_sum(a, b)
+    u64 = dtypes.uint64
+    even = lax.eq(lax.bitwise_and(lax.bitcast_convert_type(s, u64), lax.full((), 1, u64)),
+                  lax.full((), 0, u64))
+    inf, zero = lax.full_like(s, np.inf), lax.full_like(s, 0)
+    toward = lax.next_after(s, lax.select(lax.gt(e, zero), inf, lax.neg(inf)))
+    inexact = lax.bitwise_and(lax.ne(e, zero), lax.is_finite(s))
+    return lax.select(lax.bitwise_and(inexact, even), toward, s)
+
+
+def _fma32(a, b, c):
+    # float64 values made by conversion: lax.full would give float32 without x64.
+    f64 = lambda v: lax.convert_element_type_p.bind(v, new_dtype=dtypes.float64,
+                                                    weak_type=False)
+    s, e = _two_sum(lax.mul(f64(a), f64(b)), f64(c))
+    r = lax.convert_element_type(s, dtypes.float32)
+    back = f64(r)
+    inf = lax.full_like(r, np.inf)
+    other = lax.next_after(r, lax.select(lax.lt(back, s), inf, lax.neg(inf)))
+    tie = lax.bitwise_and(lax.ne(back, s), lax.eq(lax.add(f64(other), back), lax.add(s, s)))
+    zero = f64(lax.full_like(r, 0))
+    fixed = lax.select(lax.gt(e, zero), lax.max(r, other), lax.min(r, other))
+    return lax.select(lax.bitwise_and(tie, lax.ne(e, zero)), fixed, r)
+
+
+def _fma64(a, b, c):
+    uh, ul = _two_prod(a, b)
+    th, tl = _two_sum(c, uh)
+    r = lax.add(th, _add_round_to_odd(tl, ul))
+    ok = lax.bitwise_and(lax.is_finite(r), lax.lt(lax.abs(b), lax.full_like(b, 2.0 ** 995)))
+    return lax.select(ok, r, lax.add(lax.mul(a, b), c))
+
+
+def _fma_emulated(a, b, c):
+    """RN(a * b + c) with one rounding, for float32 or float64 operands of one shape."""
+    return (_fma32 if get_aval(a).dtype == dtypes.float32 else _fma64)(a, b, c)
+
+
+def _fma(a, b, c):
+    """a * b + c rounded once (see above); differentiable as a * b + c."""
+    from tracer.custom_derivatives import custom_jvp
+    f = custom_jvp(_fma_emulated)
+
+    @f.defjvp
+    def _fma_jvp(primals, tangents):
+        (x, y, z), (dx, dy, dz) = primals, tangents
+        return f(x, y, z), lax.add(lax.add(lax.mul(dx, y), lax.mul(x, dy)), dz)
+    return f(a, b, c)
+
+
 def _uniform(key, shape, dt, minval, maxval):
+    # JAX's construction: random mantissa bits under the exponent of 1.0 give a float in
+    # [1, 2); minus 1, scaled by (maxval - minval) (one fused multiply-add in XLA, except
+    # float16), plus minval, and clamped below at minval.
     finfo = np.finfo(dt)
     nbits, nmant = finfo.bits, finfo.nmant
     rng_bits = 8 if nmant < 8 else nbits
@@ -206,7 +298,6 @@ def _uniform(key, shape, dt, minval, maxval):
     udt = UINT_DTYPES[nbits]
     if rng_bits != nbits:
         b = lax.convert_element_type(b, udt)
-    # Random mantissa under the exponent of 1.0 gives a float in [1, 2).
     fb = lax.shift_right_logical(b, lax.full((), rng_bits - nmant, udt))
     one_bits = np.array(1.0, dt).view(udt)
     fb = lax.bitwise_or(fb, lax.full((), one_bits, udt))
@@ -216,12 +307,8 @@ def _uniform(key, shape, dt, minval, maxval):
     from tracer.numpy.util import broadcast_to_shape
     mn, mx = broadcast_to_shape(minval, shape), broadcast_to_shape(maxval, shape)
     span = lax.sub(mx, mn)
-    if np.dtype(dt).itemsize <= 4:
-        # XLA fuses floats * span + min into one fused multiply-add; computing it in float64
-        # (exact product, one rounding back) reproduces JAX's bits.
-        f64 = dtypes.float64
-        c = lambda v: lax.convert_element_type_p.bind(v, new_dtype=f64, weak_type=False)
-        scaled = lax.convert_element_type(lax.add(lax.mul(c(floats), c(span)), c(mn)), dt)
+    if dt in (dtypes.float32, dtypes.float64):
+        scaled = _fma(floats, span, mn)
     else:
         scaled = lax.add(lax.mul(floats, span), mn)
     return lax.max(mn, scaled)
@@ -408,8 +495,7 @@ def categorical(key, logits, axis=-1, shape=None, replace=True):
         moved = tnp.moveaxis(perturbed, axis, -1)
         _, idx = lax.top_k(moved, k)                       # batch_shape + (k,)
         idx = tnp.moveaxis(idx, -1, 0)                     # (k,) + batch_shape
-        return lax.convert_element_type(lax.reshape(idx, tuple(shape)),
-                                        dtypes.default_int_dtype())
+        return lax.reshape(idx, tuple(shape))              # int32, as in JAX
     logits_shape = list(shape[len(shape) - len(batch_shape):])
     logits_shape.insert(axis, laval.shape[axis])
     g = gumbel(key, tuple(prefix) + tuple(logits_shape), laval.dtype)
@@ -454,7 +540,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
         else:
             g = lax.sub(gumbel(key, (n,), get_aval(p).dtype), lax.neg(tnp.log(p)))
             _, ind = lax.top_k(g, k)
-            ind = lax.reshape(ind, shape)
+            ind = lax.convert_element_type(lax.reshape(ind, shape), dtypes.default_int_dtype())
     if arr is None:
         return ind
     return tnp.take(arr, ind, axis=axis)
@@ -488,11 +574,12 @@ def exponential(key, shape=(), dtype=None):
 
 
 def laplace(key, shape=(), dtype=None):
-    """Laplace(0, 1) samples."""
+    """Laplace(0, 1) samples: sign(U) log1p(-|U|), U uniform on (-1, 1) (JAX's formula;
+    the distribution is symmetric)."""
     key = _check_key("laplace", key)
     dt = _float_dtype(dtype, "laplace")
     u = uniform(key, shape, dt, minval=-1.0 + np.finfo(dt).epsneg, maxval=1.0)
-    return lax.mul(lax.sign(u), lax.neg(lax.log1p(lax.neg(lax.abs(u)))))
+    return lax.mul(lax.sign(u), lax.log1p(lax.neg(lax.abs(u))))
 
 
 def logistic(key, shape=(), dtype=None):
@@ -558,12 +645,15 @@ def gamma(key, a, shape=None, dtype=None):
 
 
 def beta(key, a, b, shape=None, dtype=None):
-    """Beta(a, b) samples via two gammas."""
+    """Beta(a, b) samples via two gammas; ``shape`` defaults to the broadcast shape of
+    ``a`` and ``b``."""
     key = _check_key("beta", key)
     dt = _float_dtype(dtype, "beta")
     a, b = tnp.asarray(a, dt), tnp.asarray(b, dt)
     if shape is None:
         shape = np.broadcast_shapes(get_aval(a).shape, get_aval(b).shape)
+    shape = _shape(shape, "beta")
+    _check_param_shape("beta", shape, a, b)
     ka, kb = split(key)
     ga = gamma(ka, tnp.broadcast_to(a, shape), None, dt)
     gb = gamma(kb, tnp.broadcast_to(b, shape), None, dt)
@@ -571,17 +661,22 @@ def beta(key, a, b, shape=None, dtype=None):
 
 
 def dirichlet(key, alpha, shape=None, dtype=None):
-    """Dirichlet(alpha) samples (normalized gammas) of shape ``shape + alpha.shape[-1:]``."""
+    """Dirichlet(alpha) samples (normalized gammas) of shape ``shape + alpha.shape[-1:]``;
+    ``shape`` (default ``alpha.shape[:-1]``) must be a broadcast of alpha's batch shape."""
     key = _check_key("dirichlet", key)
     dt = _float_dtype(dtype, "dirichlet")
     alpha = tnp.asarray(alpha, dt)
     if get_aval(alpha).ndim < 1:
         raise ValueError("random.dirichlet: alpha must be at least 1-D")
-    if shape is None:
-        shape = get_aval(alpha).shape[:-1]
+    batch = get_aval(alpha).shape[:-1]
+    shape = batch if shape is None else _shape(shape, "dirichlet")
+    if len(batch) > len(shape) or any(b not in (1, d) for b, d in
+                                      zip(batch[::-1], shape[::-1])):
+        raise ValueError(f"random.dirichlet: alpha's batch shape {batch} (all but its last "
+                         f"axis) does not broadcast to shape {shape}")
     full = tuple(shape) + get_aval(alpha).shape[-1:]
     g = gamma(key, tnp.broadcast_to(alpha, full), None, dt)
-    return lax.div(g, tnp.sum(g, axis=-1, keepdims=True))
+    return tnp.divide(g, tnp.sum(g, axis=-1, keepdims=True))
 
 
 def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):

@@ -8,8 +8,11 @@ import numpy as _np
 
 from tracer import dtypes as _dtypes
 from tracer.core import Array as ndarray  # noqa: F401  (isinstance checks, as in JAX)
-from tracer.dtypes import (bool_, complex64, complex128, float16, float32, float64, int8,
-                           int16, int32, int64, uint8, uint16, uint32, uint64, float0)
+from tracer.dtypes import float0
+from tracer.numpy.scalar_types import (bool_, complex64, complex128, float16, float32,
+                                       float64, int8, int16, int32, int64, uint8, uint16,
+                                       uint32, uint64, int_, uint, float_, complex_, single,
+                                       double, csingle, cdouble)
 from tracer.dtypes import promote_types, result_type, canonicalize_dtype as _canon
 from tracer.numpy.util import broadcast_shapes
 from tracer.numpy.creation import (arange, array, asarray, empty, empty_like, eye, full,

@@ -20,7 +20,21 @@ def _canon_dtype(dtype):
 def array(object, dtype=None, copy=True, order=None, ndmin=0):
     """An Array from array-like data (``numpy.array``). Nested lists may hold tracers.
     Python scalars give weakly typed arrays; NumPy data is copied (Arrays are immutable).
-    Raises TypeError for data NumPy cannot represent numerically."""
+    Raises TypeError for data NumPy cannot represent numerically, OverflowError for a
+    Python int that does not fit the integer dtype it would get (the default int dtype,
+    or ``dtype``), as JAX does."""
+    return _array(object, dtype, ndmin, "array")
+
+
+def _python_ints(obj):
+    if type(obj) is int:
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _python_ints(o)
+
+
+def _array(object, dtype, ndmin, fname):
     dt = _canon_dtype(dtype)
     if isinstance(object, (Tracer, Array)):
         out = object
@@ -33,6 +47,7 @@ def array(object, dtype=None, copy=True, order=None, ndmin=0):
             out = lax.convert_element_type(out, dt)
     elif isinstance(object, (bool, int, float, complex)):
         d, weak = dtypes.dtype_and_weak_type(object)
+        dtypes.check_int_fits(object, d if dt is None else dt, f"tracer.numpy.{fname}")
         if dt is not None:
             out = Array(np.asarray(object, dtype=dt))
         else:
@@ -40,7 +55,21 @@ def array(object, dtype=None, copy=True, order=None, ndmin=0):
     else:
         if isinstance(object, (list, tuple)) and _contains_array(object):
             object = _to_nested_numpy(object)
+        if isinstance(object, (list, tuple)):
+            ints = list(_python_ints(object))
+            if ints and all(type(v) in (bool, int) for v in _flat_scalars(object)):
+                target = dt if dt is not None else dtypes.default_int_dtype()
+                for v in ints:
+                    dtypes.check_int_fits(v, target, f"tracer.numpy.{fname}")
+            elif dt is not None:
+                for v in ints:
+                    dtypes.check_int_fits(v, dt, f"tracer.numpy.{fname}")
         arr = np.array(object, copy=True)
+        if arr.dtype.kind == "O" and isinstance(object, (list, tuple)) and \
+                _all_python_scalars(object):
+            # Ints beyond 64 bits beside floats: NumPy keeps objects, JAX makes floats.
+            kinds = {type(v) for v in _flat_scalars(object)}
+            arr = np.array(object, np.complex128 if complex in kinds else np.float64)
         if arr.dtype.kind in "OUSV":
             raise TypeError(f"array: cannot convert {type(object).__name__} with dtype "
                             f"{arr.dtype} to a numeric array")
@@ -81,6 +110,14 @@ def _to_nested_numpy(obj):
     return obj
 
 
+def _flat_scalars(obj):
+    if isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _flat_scalars(o)
+    else:
+        yield obj
+
+
 def _all_python_scalars(obj):
     if isinstance(obj, (list, tuple)):
         return all(_all_python_scalars(o) for o in obj)
@@ -94,7 +131,7 @@ def asarray(a, dtype=None, order=None, copy=None, *, device=None):
         if dt is not None and get_aval(a).dtype != dt:
             return lax.convert_element_type(a, dt)
         return a
-    return array(a, dtype=dtype)
+    return _array(a, dtype, 0, "asarray")
 
 
 def _shape_arg(shape, fname):
@@ -120,8 +157,10 @@ def full(shape, fill_value, dtype=None, *, device=None):
     if dt is None:
         if isinstance(fill_value, (bool, int, float, complex)):
             dt = dtypes.dtype_and_weak_type(fill_value)[0]
+            dtypes.check_int_fits(fill_value, dt, "tracer.numpy.full")
             return lax.full(shape, fill_value, dt)
         return lax.full(shape, fill_value)
+    dtypes.check_int_fits(fill_value, dt, "tracer.numpy.full")
     return lax.full(shape, fill_value, dt)
 
 

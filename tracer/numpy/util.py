@@ -33,6 +33,7 @@ def as_operand(x, fname="tracer.numpy"):
         return x
     if isinstance(x, _PY_SCALARS):
         dt, weak = dtypes.dtype_and_weak_type(x)
+        dtypes.check_int_fits(x, dt, fname)
         return Array(np.asarray(x, dt), weak)
     if isinstance(x, (list, tuple)):
         from tracer.numpy.creation import array

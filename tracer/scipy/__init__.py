@@ -1,3 +1,3 @@
 """tracer.scipy: SciPy-style APIs (``jax.scipy``) on tracer: ``special`` (special
-functions) and ``linalg``."""
-from tracer.scipy import special  # noqa: F401
+functions) and ``linalg``. Both are attributes after ``import tracer``."""
+from tracer.scipy import linalg, special  # noqa: F401
