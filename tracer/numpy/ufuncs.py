@@ -329,7 +329,7 @@ def expm1(x, /):
     """Element-wise ``exp(x) - 1``, accurate near 0 (``numpy.expm1``, lax.expm1).
 
     Complex ``x + iy`` is ``expm1(x) cos(y) - 2 sin(y/2)^2 + i exp(x) sin(y)`` when both
-    parts are finite (a zero ``y`` is kept exactly), and ``exp(z) - 1`` otherwise, which
+    parts are finite (a zero ``y`` is kept exactly; a zero real part is +0), and ``exp(z) - 1`` otherwise, which
     gives the C99 / Array API special values (``expm1(inf + 0j)`` is ``inf + 0j``;
     NumPy's ``expm1`` gives ``inf + nanj``)."""
     check_arraylike("expm1", x)
@@ -340,6 +340,8 @@ def expm1(x, /):
     half_sin = lax.sin(lax.mul(im, _c(im, 0.5)))
     out_re = lax.sub(lax.mul(lax.expm1(re), lax.cos(im)),
                      lax.mul(_c(im, 2), lax.mul(half_sin, half_sin)))
+    # + 0.0 turns a -0 (from expm1(-0)) into +0: Re(exp(z)) - 1 is never -0.
+    out_re = lax.add(out_re, _c(out_re, 0.0))
     out_im = _select(lax.eq(im, _c(im, 0)), im, lax.mul(lax.exp(re), lax.sin(im)))
     finite = lax.bitwise_and(lax.is_finite(re), lax.is_finite(im))
     return _select(finite, lax.complex(out_re, out_im),
