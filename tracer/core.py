@@ -573,11 +573,34 @@ class Array:
             return format(self._value.item(), spec)
         return format(str(self), spec)
 
-    def __dlpack__(self, *a, **k):
-        return self._value.__dlpack__(*a, **k)
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of the data (the Array API's ``__dlpack__``, through NumPy's).
+
+        A DLPack >= 1.0 capsule (``max_version=(1, 0)`` or later) is flagged read-only.
+        A 0.x capsule (``max_version`` None or (0, x)) cannot say so; it still shares
+        the memory unless ``copy=True`` (as JAX exports), and the consumer must not
+        write to it. BufferError (NumPy's) for a device other than the CPU."""
+        v = self._value
+        legacy = max_version is None or max_version[0] < 1
+        if legacy and not copy:
+            v = np.asarray(_WritableAlias(v))
+        return v.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device,
+                            copy=copy)
 
     def __dlpack_device__(self):
         return self._value.__dlpack_device__()
+
+
+class _WritableAlias:
+    """The memory of a read-only ndarray seen as writable (through the array interface),
+    for NumPy's 0.x DLPack export, which refuses read-only arrays because it cannot
+    flag them. Holds the array, so the memory outlives the capsule."""
+
+    def __init__(self, a):
+        self._base = a
+        iface = dict(a.__array_interface__)
+        iface["data"] = (iface["data"][0], False)
+        self.__array_interface__ = iface
 
 
 def _rebuild_array(value, weak_type):

@@ -71,8 +71,8 @@ from tracer.numpy.sorting import (argpartition, argsort, bincount, digitize, his
 from tracer.numpy.einsum import einsum, einsum_path
 from tracer.numpy.polynomial import (convolve, correlate, poly, polyadd, polyder, polydiv,
                                      polyfit, polyint, polymul, polysub, polyval, roots)
-from tracer.numpy.misc import (array_repr, array_str, frompyfunc, get_printoptions, gradient,
-                               interp, isdtype, iterable, packbits, printoptions,
+from tracer.numpy.misc import (array_repr, array_str, finfo, frompyfunc, get_printoptions,
+                               gradient, interp, isdtype, iterable, packbits, printoptions,
                                ravel_multi_index, set_printoptions, trapezoid, ufunc,
                                unpackbits, unravel_index, unwrap)
 from tracer.numpy.indexing_funcs import (argwhere, choose, compress, extract, flatnonzero,
@@ -88,7 +88,6 @@ newaxis = None
 euler_gamma = _np.euler_gamma
 
 iinfo = _np.iinfo
-finfo = _np.finfo
 issubdtype = _np.issubdtype
 integer = _np.integer
 signedinteger = _np.signedinteger
@@ -140,7 +139,7 @@ def can_cast(from_, to, casting="safe"):
 
 
 # The Array API: ``x.__array_namespace__()`` is this module.
-__array_api_version__ = "2023.12"
+__array_api_version__ = "2024.12"
 
 
 def __array_namespace_info__():

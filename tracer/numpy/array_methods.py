@@ -167,7 +167,27 @@ def _view(self, dtype=None, type=None):
 
 
 _methods["view"] = _view
-_properties = {"T": _T, "mT": _mT, "real": _real, "imag": _imag, "at": _at}
+
+
+def _device(self):
+    """The Array API's ``x.device``: 'cpu', the one device
+    (``__array_namespace_info__().devices()``)."""
+    return "cpu"
+
+
+def _to_device(self, device, /, *, stream=None):
+    """The Array API's ``x.to_device(device)``: ``x`` itself for 'cpu' (the one device);
+    ValueError for any other device, or for a stream (the CPU has none)."""
+    if device != "cpu":
+        raise ValueError(f"to_device: unknown device {device!r}; the only device is 'cpu'")
+    if stream is not None:
+        raise ValueError(f"to_device: stream must be None on the CPU, got {stream!r}")
+    return self
+
+
+_methods["to_device"] = _to_device
+_properties = {"T": _T, "mT": _mT, "real": _real, "imag": _imag, "at": _at,
+               "device": _device}
 
 
 def _install():

@@ -610,8 +610,25 @@ def fromfile(file, dtype=float, count=-1, sep="", offset=0):
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
-    """An Array from an object with ``__dlpack__`` (through ``numpy.from_dlpack``)."""
-    return _from_numpy(np.from_dlpack(x))
+    """An Array from an object with ``__dlpack__`` and ``__dlpack_device__`` (a CPU
+    tensor of another library, or an Array), through ``numpy.from_dlpack``.
+
+    ``copy``: True copies; None shares the producer's memory when the dtype is canonical
+    (float64 with ``enable_x64`` off is converted, a copy); False always shares
+    (BufferError where it cannot). Shared memory that the producer later writes changes
+    the Array too (as in JAX): pass ``copy=True`` to be safe. ``device``: None or 'cpu'
+    (ValueError otherwise)."""
+    if device not in (None, "cpu"):
+        raise ValueError(f"from_dlpack: unknown device {device!r}; the only device is 'cpu'")
+    arr = np.from_dlpack(x, copy=copy)
+    if dtypes.canonicalize_dtype(arr.dtype) == arr.dtype:
+        # A view: marking it read-only (Array does) leaves the producer's array alone.
+        return Array(arr if copy else arr.view())
+    if copy is False:
+        raise BufferError(f"from_dlpack: dtype {arr.dtype} needs a conversion (a copy) to "
+                          f"{dtypes.canonicalize_dtype(arr.dtype)} with enable_x64 off; "
+                          "pass copy=None or True")
+    return _from_numpy(arr)
 
 
 def load(file, *args, **kwargs):

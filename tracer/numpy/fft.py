@@ -215,8 +215,9 @@ def ihfft(a, n=None, axis=-1, norm=None):
     return conjugate(rfft(a, n, axis, swapped))
 
 
-def fftfreq(n, d=1.0, *, dtype=None):
-    """Sample frequencies of ``fft`` output (static ``n``)."""
+def fftfreq(n, d=1.0, *, dtype=None, device=None):
+    """Sample frequencies of ``fft`` output (static ``n``). ``device`` (the Array
+    API's keyword) is accepted and ignored: there is one device, the CPU."""
     n = operator.index(n)
     dt = dtypes.canonicalize_dtype(dtype) if dtype is not None else dtypes.default_float_dtype()
     k = np.concatenate([np.arange(0, (n - 1) // 2 + 1), np.arange(-(n // 2), 0)])
@@ -226,8 +227,9 @@ def fftfreq(n, d=1.0, *, dtype=None):
                                         lax.mul(lax.full((), n, dt), d))
 
 
-def rfftfreq(n, d=1.0, *, dtype=None):
-    """Sample frequencies of ``rfft`` output (static ``n``)."""
+def rfftfreq(n, d=1.0, *, dtype=None, device=None):
+    """Sample frequencies of ``rfft`` output (static ``n``). ``device`` (the Array
+    API's keyword) is accepted and ignored: there is one device, the CPU."""
     n = operator.index(n)
     dt = dtypes.canonicalize_dtype(dtype) if dtype is not None else dtypes.default_float_dtype()
     from tracer.core import Array

@@ -7,6 +7,7 @@ follow JAX's rules (e.g. eigh assumes distinct eigenvalues).
 from __future__ import annotations
 
 import builtins
+import collections
 import operator
 
 import numpy as np
@@ -17,9 +18,17 @@ from tracer.core import concrete_or_error, get_aval
 from tracer.numpy import manipulation as _m
 from tracer.numpy import reductions as _r
 from tracer.numpy import ufuncs as _u
-from tracer.numpy.util import as_operand, promote_dtypes_inexact
+from tracer.numpy.util import as_operand, broadcast_shapes, promote_dtypes_inexact
 
 LinAlgError = np.linalg.LinAlgError
+
+# The named results of NumPy >= 2 and the Array API (fields by name or by position; they
+# are tuples, so pytrees, jit and vmap carry them through).
+EighResult = collections.namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+EigResult = collections.namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
+QRResult = collections.namedtuple("QRResult", ["Q", "R"])
+SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
+SVDResult = collections.namedtuple("SVDResult", ["U", "S", "Vh"])
 
 
 def _aval(x):
@@ -71,7 +80,8 @@ def cholesky(a, *, upper=False, symmetrize_input=True):
 
 
 def qr(a, mode="reduced"):
-    """``numpy.linalg.qr`` with mode 'reduced', 'complete' or 'r'."""
+    """``numpy.linalg.qr`` with mode 'reduced', 'complete' (a ``QRResult(Q, R)``) or 'r'
+    (R alone), over the last two axes of ``a`` (..., m, n)."""
     (a,) = _inexact(a)
     _check_2d("qr", a)
     if mode not in ("reduced", "complete", "r", "raw"):
@@ -79,16 +89,17 @@ def qr(a, mode="reduced"):
     if mode == "raw":
         raise NotImplementedError("qr: mode='raw' is not supported")
     q, r = lax.linalg.qr(a, full_matrices=mode == "complete")
-    return r if mode == "r" else (q, r)
+    return r if mode == "r" else QRResult(q, r)
 
 
 def eigh(a, UPLO=None, symmetrize_input=True):
-    """``numpy.linalg.eigh``: (eigenvalues ascending, eigenvectors as columns)."""
+    """``numpy.linalg.eigh``: ``EighResult(eigenvalues, eigenvectors)``, eigenvalues
+    ascending (real dtype), eigenvectors as columns."""
     (a,) = _inexact(a)
     _check_square("eigh", a)
     lower = UPLO in (None, "L")
     v, w = lax.linalg.eigh(a, lower=lower, symmetrize_input=symmetrize_input)
-    return w, v
+    return EighResult(w, v)
 
 
 def eigvalsh(a, UPLO="L"):
@@ -97,11 +108,12 @@ def eigvalsh(a, UPLO="L"):
 
 
 def eig(a):
-    """``numpy.linalg.eig`` (host evaluation): complex eigenvalues and right eigenvectors."""
+    """``numpy.linalg.eig`` (host evaluation): ``EigResult(eigenvalues, eigenvectors)``,
+    complex, with the right eigenvectors as columns."""
     (a,) = _inexact(a)
     _check_square("eig", a)
     w, v = lax.linalg.eig(a)
-    return w, v
+    return EigResult(w, v)
 
 
 def eigvals(a):
@@ -112,10 +124,12 @@ def eigvals(a):
 
 
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
-    """``numpy.linalg.svd``: (U, S, Vh) with S descending, or S alone."""
+    """``numpy.linalg.svd``: ``SVDResult(U, S, Vh)`` with S descending (real dtype), or
+    S alone with ``compute_uv=False``."""
     (a,) = _inexact(a)
     _check_2d("svd", a)
-    return lax.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    out = lax.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    return SVDResult(*out) if compute_uv else out
 
 
 def svdvals(x):
@@ -154,6 +168,9 @@ def solve(a, b):
     b_is_vector = _aval(b).ndim == 1 or (_aval(b).ndim == _aval(a).ndim - 1 and bs[-1] == n)
     if (b_is_vector and bs[-1] != n) or (not b_is_vector and bs[-2] != n):
         raise ValueError(f"solve: b of shape {bs} does not match a of shape {_aval(a).shape}")
+    if n == 0:  # nothing to factor: the (empty) solution has the broadcast shape
+        batch = broadcast_shapes(_aval(a).shape[:-2], bs[:-1] if b_is_vector else bs[:-2])
+        return lax.full(batch + ((0,) if b_is_vector else (0, bs[-1])), 0, _aval(b).dtype)
     lu_, _, perm = lax.linalg.lu(a)
     return _lu_solve(lu_, perm, b, b_is_vector)
 
@@ -172,14 +189,15 @@ def det(a):
 
 
 def slogdet(a, *, method=None):
-    """``numpy.linalg.slogdet``: (sign, log|det|); a singular matrix gives (0, -inf)."""
+    """``numpy.linalg.slogdet``: ``SlogdetResult(sign, logabsdet)``; a singular matrix
+    gives (0, -inf)."""
     (a,) = _inexact(a)
     _check_square("slogdet", a)
     n = _aval(a).shape[-1]
     dt = _aval(a).dtype
     if n == 0:
         shape = _aval(a).shape[:-2]
-        return (lax.full(shape, 1, dt), lax.full(shape, 0, dtypes.real_dtype(dt)))
+        return SlogdetResult(lax.full(shape, 1, dt), lax.full(shape, 0, dtypes.real_dtype(dt)))
     lu_, piv, _ = lax.linalg.lu(a)
     diag = _r.sum(_u.multiply(lu_, _eye_like(lu_)), axis=-1)
     parity = _r.count_nonzero(_u.not_equal(piv, lax.iota(dtypes.int32, n)), axis=-1)
@@ -194,7 +212,7 @@ def slogdet(a, *, method=None):
     sign = _u.multiply(sign, _u.subtract(lax.full((), 1, dt), _u.multiply(flip, 2)))
     sign = _m.where(_u.isinf(logdet), lax.full((), 0, dt), sign) if not dtypes.is_complex(dt) \
         else sign
-    return sign, logdet
+    return SlogdetResult(sign, logdet)
 
 
 def lstsq(a, b, rcond=None, *, numpy_resid=False):

@@ -119,9 +119,13 @@ def squeeze(a, axis=None):
 
 
 def expand_dims(a, axis):
-    """Insert size-1 axes at the positions ``axis`` (``numpy.expand_dims``)."""
+    """Insert size-1 axes at the positions ``axis`` (an int or a tuple; positions in the
+    result, negative ones counted from its end) (``numpy.expand_dims``). An axis outside
+    ``[-(ndim + k), ndim + k)`` for ``k`` new axes raises ``numpy.exceptions.AxisError``
+    (an IndexError, as the Array API asks, and a ValueError); a repeated axis ValueError."""
     a = as_operand(a, "expand_dims")
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = canonicalize_axis_tuple(axes, _aval(a).ndim + len(axes), "expand_dims")
     return lax.expand_dims(a, axes)
 
 
@@ -391,13 +395,28 @@ def tensordot(a, b, axes=2, *, precision=None):
 
 
 def vecdot(x1, x2, /, *, axis=-1):
-    """The conjugated dot product along ``axis`` with broadcasting (``numpy.vecdot``)."""
+    """``sum(conj(x1) * x2)`` along ``axis`` (``numpy.vecdot``, the Array API's vecdot).
+
+    ``axis`` is taken in each operand (as NumPy's gufunc does) and must have the same
+    size in both (ValueError otherwise: it does not broadcast); the other axes
+    broadcast. The result has the promoted dtype of the inputs (``uint8`` stays
+    ``uint8``, unlike ``sum``)."""
     from tracer.numpy.ufuncs import conjugate, multiply
     from tracer.numpy.reductions import sum as _sum
     x1, x2 = _dot_dtype_args(x1, x2, "vecdot")
+    s1, s2 = _aval(x1).shape, _aval(x2).shape
+    if not s1 or not s2:
+        raise ValueError(f"vecdot: operands must have at least one dimension, got shapes "
+                         f"{s1} and {s2}")
+    a1 = canonicalize_axis_tuple(axis, len(s1), "vecdot")[0]
+    a2 = canonicalize_axis_tuple(axis, len(s2), "vecdot")[0]
+    if s1[a1] != s2[a2]:
+        raise ValueError(f"vecdot: axis {axis} has size {s1[a1]} in x1 (shape {s1}) and "
+                         f"{s2[a2]} in x2 (shape {s2}); the contracted axis must match")
     if dtypes.is_complex(_aval(x1).dtype):
         x1 = conjugate(x1)
-    return _sum(multiply(x1, x2), axis=axis)
+    prod = multiply(moveaxis(x1, a1, -1), moveaxis(x2, a2, -1))
+    return _sum(prod, axis=-1, dtype=_aval(prod).dtype)
 
 
 def _repeat_traced(a, repeats, ax, total):

@@ -543,12 +543,14 @@ def frompyfunc(func, /, nin, nout, *, identity=None):
 # ================================ Array API inspection ===================================
 
 class ArrayNamespaceInfo:
-    """``__array_namespace_info__()`` of the Array API (2023.12): one host device ('cpu'),
+    """``__array_namespace_info__()`` of the Array API (2024.12): one host device ('cpu'),
     the supported dtypes and the default ones (64-bit unless ``enable_x64`` is off)."""
 
     def capabilities(self):
         # Boolean-mask indexing and unique/nonzero have data-dependent shapes: eager only.
-        return {"boolean indexing": True, "data-dependent shapes": True}
+        # Arrays are NumPy arrays underneath, hence NumPy's limit on dimensions.
+        return {"boolean indexing": True, "data-dependent shapes": True,
+                "max dimensions": 64}
 
     def default_device(self):
         return "cpu"
@@ -572,3 +574,44 @@ class ArrayNamespaceInfo:
                 if dt == dtypes.canonicalize_dtype(dt):
                     out[n] = dt
         return out
+
+
+class finfo:
+    """Machine limits of a floating dtype: ``numpy.finfo`` with the Array API's types.
+
+    ``type`` is a floating or complex dtype, a scalar type, or an array (its dtype is
+    used); a complex dtype describes its real part (``finfo(complex64).dtype`` is
+    float32). ``bits`` is an int and the limits ``eps``, ``epsneg``, ``max``, ``min``,
+    ``resolution``, ``smallest_normal``, ``smallest_subnormal`` and ``tiny`` are Python
+    floats, as the Array API requires (``numpy.finfo`` gives NumPy scalars; a Python
+    float is weakly typed, so ``x * finfo(x).eps`` keeps ``x``'s dtype all the same).
+    The other attributes (``nmant``, ``precision``, ``iexp``...) are NumPy's. A
+    non-floating dtype raises NumPy's ValueError."""
+
+    _FLOAT_ATTRS = ("eps", "epsneg", "max", "min", "resolution", "smallest_normal",
+                    "smallest_subnormal", "tiny")
+
+    def __init__(self, type):
+        if not isinstance(type, (np.dtype, builtins.type, str)) and hasattr(type, "dtype"):
+            type = type.dtype
+        info = np.finfo(type)
+        self._info = info
+        self.dtype = info.dtype
+        self.bits = int(info.bits)
+        for name in self._FLOAT_ATTRS:
+            setattr(self, name, float(getattr(info, name)))
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._info, name)
+
+    def __eq__(self, other):
+        return isinstance(other, finfo) and self.dtype == other.dtype
+
+    def __hash__(self):
+        return hash(("finfo", self.dtype))
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution}, min={self.min}, max={self.max}, "
+                f"dtype={self.dtype})")

@@ -153,7 +153,13 @@ divide = true_divide
 
 
 def floor_divide(x1, x2, /):
-    """``numpy.floor_divide``: rounds toward -inf (integers: x // 0 is -1, as in XLA)."""
+    """``numpy.floor_divide`` (``//``): the quotient rounded toward -inf.
+
+    Floats follow NumPy's ``npy_divmod`` (a zero quotient has the sign of ``x1 / x2``),
+    and where exactly one operand is infinite or ``x2`` is zero the result is ``x1 / x2``,
+    as the Array API standard's special cases require (``inf // 2`` is inf and
+    ``-1 // inf`` is -0, where NumPy gives NaN and -1). Integers: ``x // 0`` is -1, as in
+    XLA. TypeError for bool and complex operands."""
     a, b = promote_args("floor_divide", x1, x2)
     dt = _dt(a)
     if dt == np.bool_:
@@ -172,22 +178,47 @@ def floor_divide(x1, x2, /):
     if dtypes.is_complex(dt):
         raise TypeError("floor_divide is not defined for complex arrays")
     a, b = _full_broadcast(a, b)
-    # Division by zero gives x / 0 (±inf, NaN for 0 / 0), as in NumPy and JAX.
-    return lax.select(lax.eq(b, lax.full_like(b, 0)), lax.div(a, b), _float_divmod(a, b)[0])
+    # x / 0 (±inf, NaN for 0 / 0), finite / ±inf (a signed zero) and ±inf / finite (a
+    # signed infinity): the fmod-based formula would give NaN or -1 there.
+    direct = lax.bitwise_or(lax.eq(b, lax.full_like(b, 0)), lax.ne(isinf(a), isinf(b)))
+    return lax.select(direct, lax.div(a, b), _float_floor_divide(a, b))
 
 
-def _float_divmod(x1, x2):
+def _float_floor_divide(x1, x2):
+    """The quotient of NumPy's ``npy_divmod`` for floats (x2 != 0): (x1 - fmod) / x2,
+    floored, corrected by one when the remainder's sign differs from the divisor's; a
+    zero quotient has the sign of x1 / x2."""
     mod = lax.rem(x1, x2)
     div = lax.div(lax.sub(x1, mod), x2)
     zero = lax.full_like(mod, 0)
+    one = lax.full_like(div, 1)
     ind = lax.bitwise_and(lax.ne(mod, zero), lax.ne(lax.lt(x2, zero), lax.lt(mod, zero)))
-    mod = lax.select(ind, lax.add(mod, x2), mod)
-    div = lax.select(ind, lax.sub(div, lax.full_like(div, 1)), div)
-    return lax.round(div), mod
+    div = lax.select(ind, lax.sub(div, one), div)
+    floordiv = lax.floor(div)
+    floordiv = lax.select(lax.gt(lax.sub(div, floordiv), lax.full_like(div, 0.5)),
+                          lax.add(floordiv, one), floordiv)
+    return lax.select(lax.eq(div, zero), _signed_zero(lax.div(x1, x2)), floordiv)
+
+
+def _signed_zero(x):
+    """A zero with the sign bit of ``x``."""
+    z = lax.full_like(x, 0)
+    return lax.select(signbit(x), lax.neg(z), z)
+
+
+def _zero_with_sign_of(r, b):
+    """``r``, except that a zero ``r`` takes the sign of ``b`` (NumPy's remainder: the
+    result has the divisor's sign, zeros included). The tangent of ``r`` is kept: there
+    ``z - (stop_gradient(r) - r)`` is ``z - (+0) == z`` in value, with ``r``'s tangent."""
+    z = _signed_zero(b)
+    z = lax.sub(z, lax.sub(lax.stop_gradient(r), r))
+    return lax.select(lax.eq(r, lax.full_like(r, 0)), z, r)
 
 
 def remainder(x1, x2, /):
-    """``numpy.remainder`` (``%``): the result has the divisor's sign."""
+    """``numpy.remainder`` (``%``): the result has the divisor's sign, a zero result too
+    (``-4.0 % 2.0`` is +0, ``4.0 % -2.0`` is -0, as in NumPy and the Array API). Integers:
+    ``x % 0`` is x, as in XLA. TypeError for complex operands."""
     a, b = promote_args("remainder", x1, x2)
     if dtypes.is_complex(_dt(a)):
         raise TypeError("remainder is not defined for complex arrays")
@@ -196,7 +227,10 @@ def remainder(x1, x2, /):
     if dtypes.is_unsigned_integer(_dt(a)):
         return r
     do_plus = lax.bitwise_and(lax.ne(lax.lt(r, zero), lax.lt(b, zero)), lax.ne(r, zero))
-    return lax.select(do_plus, lax.add(r, b), r)
+    r = lax.select(do_plus, lax.add(r, b), r)
+    if dtypes.is_floating(_dt(a)):
+        r = _zero_with_sign_of(r, _full_broadcast(r, b)[1])
+    return r
 
 
 mod = remainder
@@ -280,12 +314,40 @@ def sign(x, /):
     (x,) = promote_dtypes(as_operand(x))
     if _dt(x) == np.bool_:
         raise TypeError("sign is not defined for bool arrays")
+    if dtypes.is_inexact(_dt(x)):
+        # lax.sign keeps the sign of a zero (-0.0 -> -0.0, like XLA); NumPy and the Array
+        # API give +0 (0 + 0j for complex).
+        return _select(lax.eq(x, _c(x, 0)), _c(x, 0), lax.sign(x))
     return lax.sign(x)
 
 
 exp = _unary(lax.exp, True, "exp")
 exp2 = _unary(lax.exp2, True, "exp2")
-expm1 = _unary(lax.expm1, True, "expm1")
+
+
+def expm1(x, /):
+    """Element-wise ``exp(x) - 1``, accurate near 0 (``numpy.expm1``, lax.expm1).
+
+    Complex ``x + iy`` is ``expm1(x) cos(y) - 2 sin(y/2)^2 + i exp(x) sin(y)`` when both
+    parts are finite (a zero ``y`` is kept exactly; a zero real part is +0), and ``exp(z) - 1`` otherwise, which
+    gives the C99 / Array API special values (``expm1(inf + 0j)`` is ``inf + 0j``;
+    NumPy's ``expm1`` gives ``inf + nanj``)."""
+    check_arraylike("expm1", x)
+    (x,) = promote_dtypes_inexact(x)
+    if not dtypes.is_complex(_dt(x)):
+        return lax.expm1(x)
+    re, im = lax.real(x), lax.imag(x)
+    half_sin = lax.sin(lax.mul(im, _c(im, 0.5)))
+    out_re = lax.sub(lax.mul(lax.expm1(re), lax.cos(im)),
+                     lax.mul(_c(im, 2), lax.mul(half_sin, half_sin)))
+    # + 0.0 turns a -0 (from expm1(-0)) into +0: Re(exp(z)) - 1 is never -0.
+    out_re = lax.add(out_re, _c(out_re, 0.0))
+    out_im = _select(lax.eq(im, _c(im, 0)), im, lax.mul(lax.exp(re), lax.sin(im)))
+    finite = lax.bitwise_and(lax.is_finite(re), lax.is_finite(im))
+    return _select(finite, lax.complex(out_re, out_im),
+                   lax.sub(lax.exp(x), _c(x, 1)))
+
+
 log = _unary(lax.log, True, "log")
 log1p = _unary(lax.log1p, True, "log1p")
 sqrt = _unary(lax.sqrt, True, "sqrt")
