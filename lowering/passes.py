@@ -213,7 +213,8 @@ def _simplify_eqn(eqn, invars):
                 return a
     elif name == "sub":
         x, y = invars
-        if _same_type(x, out) and (_is_lit(y, 0) or _is_lit(y, "-0.0")):
+        # x - (+0) is x for every x; x - (-0) is x + 0, which turns -0 into +0
+        if _same_type(x, out) and _is_lit(y, 0):
             return x
     elif name == "div":
         x, y = invars

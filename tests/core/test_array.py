@@ -253,3 +253,20 @@ def test_numpy_arrays_and_scalars_accepted_everywhere():
     _eq(lax.mul(a, 2.0), [0, 2, 4], "float64")
     _eq(jnp.sin(a), np.sin(a), "float64")
     _eq(lax.sin(np.float32(0.0)), 0.0, "float32")
+
+
+def test_callers_numpy_array_stays_writable():
+    """Eager ops, jit and grad take a read-only view of a NumPy argument; the caller's
+    own array keeps its flags (an impl may return its operand unchanged)."""
+    import lax
+    import tracer
+    import tracer.numpy as tnp
+    calls = [tnp.sin, lax.neg, lambda v: tnp.reshape(v, (3,)), lambda v: v.astype(v.dtype),
+             tracer.jit(lambda v: v * 2), tracer.grad(lambda v: tnp.sum(v * v)),
+             lambda v: lax.convert_element_type(v, np.float64)]
+    for f in calls:
+        x = np.ones(3)
+        out = f(x)
+        assert x.flags.writeable
+        x[0] = 7.0                     # the caller may still write to it
+        assert not np.asarray(out).flags.writeable

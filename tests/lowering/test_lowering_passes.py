@@ -67,6 +67,20 @@ def test_fold_constants_and_simplify():
     same_values(closed, out, [X, i])
 
 
+def test_simplify_keeps_signed_zeros():
+    """x - (-0.0) and x + 0.0 turn -0.0 into +0.0, so neither is x; x - 0.0 and
+    x + (-0.0) are x for every x. Checked on the compiled result too."""
+    def f(x):
+        return lax.sub(x, -0.0), lax.add(x, 0.0), lax.sub(x, 0.0), lax.add(x, -0.0)
+    x = np.array([-0.0, 0.0, 1.5, -np.inf, np.nan])
+    names = prims(pipeline.optimize(closed_of(f, x)))
+    assert names.count("sub") == 1 and names.count("add") == 1
+    want = [np.subtract(x, -0.0), np.add(x, 0.0), x, x]
+    for got, w in zip(tracer.jit(f)(x), want):
+        np.testing.assert_array_equal(np.signbit(np.asarray(got)), np.signbit(w))
+        np.testing.assert_array_equal(np.asarray(got), w)
+
+
 def test_every_pass_keeps_values_on_a_mixed_program():
     def f(x, y):
         z = tnp.sum(tnp.exp(x) * y, axis=0) + 1.0
