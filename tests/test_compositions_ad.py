@@ -415,3 +415,33 @@ def test_zero_safe_scaling_primitives():
         want_c = np.where(tc == 0, tc, tc * dc)
     close(tracer.jit(ew.safe_mul)(tc, dc), want_c)
     close(ew.safe_mul(tc, dc), want_c)
+
+
+# ============================ found by the composition checker ============================
+
+def test_grad_of_checkpoint_around_control_flow():
+    # the remat split used to send a cond/fori_loop with a known and an unknown operand
+    # wholly to the unknown side ("primal output depends on a tangent")
+    def body(x):
+        return lax.cond(tnp.sum(x) > 0, lambda v: v * 2.0 + tnp.sin(v), lambda v: v * 3.0, x)
+    f = lambda x: tnp.sum(tracer.checkpoint(body)(x))
+    x = np.array([0.5, 1.0, 2.0])
+    np.testing.assert_allclose(np.asarray(tracer.grad(f)(x)), 2 + np.cos(x), rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(tracer.jit(tracer.grad(f))(-x)), np.full(3, 3.0))
+    np.testing.assert_allclose(np.asarray(tracer.vmap(tracer.grad(f))(np.stack([x, -x]))),
+                               np.stack([2 + np.cos(x), np.full(3, 3.0)]), rtol=1e-14)
+    loop = lambda v: lax.fori_loop(0, 3, lambda i, c: tnp.sin(c) * v, v)
+    g = lambda x: tnp.sum(tracer.checkpoint(loop)(x))
+    np.testing.assert_allclose(np.asarray(tracer.grad(g)(x)),
+                               np.asarray(tracer.grad(lambda x: tnp.sum(loop(x)))(x)), rtol=1e-14)
+
+
+def test_xlogy_broadcasts_a_scalar_against_an_array():
+    import tracer.scipy.special as tss
+    y = np.array([0.5, 1.0, 3.0])
+    for f, ref in ((tss.xlogy, lambda y: 2.0 * np.log(y)), (tss.xlog1py, lambda y: 2.0 * np.log1p(y))):
+        np.testing.assert_allclose(np.asarray(f(np.array(2.0), y)), ref(y), rtol=1e-15)
+        np.testing.assert_allclose(np.asarray(tracer.vmap(f, in_axes=(None, 0))(np.array(2.0), y)),
+                                   ref(y), rtol=1e-15)
+        g = tracer.grad(lambda x: tnp.sum(f(x, y)))(np.array(2.0))
+        np.testing.assert_allclose(float(g), float(np.sum(ref(y)) / 2.0), rtol=1e-14)

@@ -241,7 +241,23 @@ class _RematSplit:
             unk[v] = u
         known_eqns, unknown_eqns = [], []
         for eqn in jaxpr.eqns:
-            if any(type(x) is Var and unk[x] for x in eqn.invars):
+            uks = [type(x) is Var and unk[x] for x in eqn.invars]
+            rule = pe.partial_eval_jaxpr_rules.get(eqn.primitive)
+            if any(uks) and not all(uks) and rule is not None:
+                # an equation with sub-jaxprs (cond, scan, ...) computes known outputs from
+                # known inputs too: its own rule splits it, so a primal computed beside a
+                # tangent stays known
+                eqn1, eqn2, out_uk, _ = rule(uks, eqn)
+                if eqn1 is not None:
+                    known_eqns.append(eqn1)
+                    for v in eqn1.outvars:
+                        unk[v] = False
+                        producer[v] = eqn1
+                unknown_eqns.append(eqn2)
+                for v, u in zip(eqn.outvars, out_uk):
+                    unk[v] = u
+                continue
+            if any(uks):
                 unknown_eqns.append(eqn)
                 for v in eqn.outvars:
                     unk[v] = True

@@ -371,7 +371,7 @@ def logit(p):
 def xlogy(x, y):
     """x * log(y), 0 where x == 0 unless y is NaN (``scipy.special.xlogy``). Derivatives
     log(y) and x / y."""
-    x, y = _args("xlogy", x, y)
+    x, y = _broadcast_all("xlogy", *_args("xlogy", x, y))
     return _xlogy(x, y)
 
 
@@ -391,7 +391,7 @@ def _xlogy_jvp(primals, tangents):
 def xlog1py(x, y):
     """x * log1p(y), 0 where x == 0 unless y is NaN (``scipy.special.xlog1py``).
     Derivatives log1p(y) and x / (1 + y)."""
-    x, y = _args("xlog1py", x, y)
+    x, y = _broadcast_all("xlog1py", *_args("xlog1py", x, y))
     return _xlog1py(x, y)
 
 
