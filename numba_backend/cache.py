@@ -139,8 +139,7 @@ class CompiledKernel:
         return self._par is not None
 
     def _compile(self, py, parallel: bool):
-        fast = {"reassoc"} if self.kernel.fast_reassoc else False
-        opts = dict(cache=True, nogil=True, error_model="numpy", fastmath=fast)
+        opts = dict(cache=True, nogil=True, error_model="numpy")
         if parallel:
             opts["parallel"] = True
         t0 = time.perf_counter()

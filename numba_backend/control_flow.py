@@ -444,9 +444,8 @@ def _kernel_dispatcher(handle):
         d = _dispatchers.get(handle.key)
         if d is None:
             import numba
-            fast = {"reassoc"} if handle.kernel.fast_reassoc else False
             d = _dispatchers[handle.key] = numba.njit(
-                cache=True, nogil=True, error_model="numpy", fastmath=fast)(handle.py)
+                cache=True, nogil=True, error_model="numpy")(handle.py)
         return d
 
 
