@@ -114,7 +114,6 @@ class _KernelBuilder:
         self.produced: dict = {}        # var -> Expr of its element (store roots)
         self.reduced_outs: set = set()
         self.texts: list = []
-        self.reassoc = False
 
     @property
     def ndim(self):
@@ -126,10 +125,10 @@ class _KernelBuilder:
     def snapshot(self):
         return (len(self.inputs), len(self.iparams), len(self.fparams), len(self.stores),
                 len(self.reductions), len(self.outputs), self.n_acc, dict(self.produced),
-                set(self.reduced_outs), len(self.texts), self.reassoc, self.reduce_dims)
+                set(self.reduced_outs), len(self.texts), self.reduce_dims)
 
     def rollback(self, s):
-        (ni, nip, nfp, ns, nr, no, nacc, produced, reduced, nt, reassoc, rdims) = s
+        (ni, nip, nfp, ns, nr, no, nacc, produced, reduced, nt, rdims) = s
         del self.inputs[ni:], self.input_avals[ni:]
         del self.iparams[nip:], self.labels[nip:]
         del self.fparams[nfp:], self.fparam_dtypes[nfp:]
@@ -137,7 +136,7 @@ class _KernelBuilder:
         del self.outputs[no:], self.output_avals[no:]
         del self.texts[nt:]
         self.n_acc, self.produced, self.reduced_outs = nacc, produced, reduced
-        self.reassoc, self.reduce_dims = reassoc, rdims
+        self.reduce_dims = rdims
 
     def new_iparam(self, value, label):
         self.iparams.append(int(value))
@@ -161,13 +160,23 @@ class _KernelBuilder:
     def finish(self):
         kept = [d for d in range(self.ndim) if d not in self.reduce_dims]
         rd = self.reduce_dims
+        unit = tuple(d for d, n in enumerate(self.shape) if n == 1)
+        pairwise = any(r.summands for r in self.reductions)
+        run = ir.reduce_run(self.ndim, rd, unit) if pairwise else ()
         outer = bool(rd) and rd != tuple(range(self.ndim - len(rd), self.ndim))
-        if outer:   # prange only over a leading kept dim (accumulators indexed by it)
+        if run:
+            # prange over the outermost loop outside the run when it is kept (its
+            # iterations write disjoint outputs), or in chunks of the run's recursion
+            rest = [d for d in range(self.ndim) if d not in unit and d not in run]
+            kept = rest[:1] if rest and rest[0] not in rd else []
+            outer = bool(rest) and not kept
+        elif outer:   # prange only over a leading kept dim (accumulators indexed by it)
             kept = [0] if 0 not in rd else []
         # a reduction over everything runs its parallel variant in chunks when every
-        # reduction can merge partial results
+        # reduction can merge partial results in any grouping (pairwise sums: in the
+        # grouping of their recursion)
         chunked = bool(self.reductions) and not kept and self.ndim > 0 and not outer and \
-            all(r.merge for r in self.reductions)
+            all(r.merge and (run or not r.summands) for r in self.reductions)
         k = Kernel(inputs=tuple(KernelArg(np.dtype(a.dtype), len(a.shape))
                                 for a in self.input_avals),
                    outputs=tuple(KernelArg(np.dtype(a.dtype), len(a.shape))
@@ -176,8 +185,7 @@ class _KernelBuilder:
                    reductions=tuple(self.reductions), n_iparams=len(self.iparams),
                    fparam_dtypes=tuple(self.fparam_dtypes),
                    parallel_dim=kept[0] if kept else (0 if chunked else None),
-                   param_labels=tuple(self.labels), fast_reassoc=self.reassoc,
-                   chunked=chunked)
+                   param_labels=tuple(self.labels), chunked=chunked, unit_dims=unit)
         return KernelStep(k, tuple(self.inputs), tuple(self.outputs), tuple(self.iparams),
                           tuple(self.fparams), "\n".join(self.texts))
 
@@ -450,11 +458,16 @@ class _Fuser(StructuredContext):
                 parts = [PartRef(base + j, np.dtype(dt))
                          for j, dt in enumerate(spec2.acc_dtypes)]
                 merge = tuple(spec2.merge(ctx, accs, parts))
+            summands = tuple(spec2.summand(ctx, val)) if spec2.summand is not None else ()
+            kinds = {np.dtype(e.dtype).kind for r in kb.reductions for e in r.summands} | \
+                {np.dtype(e.dtype).kind for e in summands}
+            if len(kinds) > 1:   # complex and real pairwise sums split runs differently
+                raise _Conflict()
             kb.reductions.append(Reduction(tuple(outs), tuple(spec2.init), tuple(combine),
                                            tuple(np.dtype(d) for d in spec2.acc_dtypes),
-                                           tuple(finals), text, merge))
+                                           tuple(finals), text, merge, summands,
+                                           spec2.round_dtype))
             kb.n_acc += len(spec2.acc_dtypes)
-            kb.reassoc = kb.reassoc or spec2.reassoc
             kb.texts.append(text)
 
         self._place(shape, axes, build)

@@ -317,8 +317,17 @@ class Reduction:
     (expressions of ``AccRef(k)`` and the loop's values, evaluated all at once); at the end
     ``outputs[outs[j]][kept index] = finals[j]`` (an expression of the ``AccRef``s, often
     just one of them) cast to the output dtype. ``merge`` (optional): the accumulators
-    combined with another chunk's partial ones (``PartRef``), which lets a reduction over
-    everything run in parallel chunks (a fixed number of them: deterministic)."""
+    combined with partial ones (``PartRef``): another chunk's, when a reduction over
+    everything runs in parallel chunks (a fixed number of them: deterministic), or a
+    run's pairwise sum.
+
+    ``summands`` (float and complex sums): the element's value to be added, one per
+    accumulator. Such a sum is added up in NumPy's order (``numba_backend.codegen``):
+    along the innermost run of reduced dims by NumPy's pairwise summation, each run's sum
+    then ``merge``d into the accumulator, else one element at a time with ``combine``.
+    ``round_dtype`` (float16 sums and products): the accumulators are rounded to it where
+    NumPy's float16 loops round theirs -- after each run, or each element when the
+    innermost dim is kept."""
     outs: tuple
     init: tuple
     combine: tuple
@@ -326,6 +335,8 @@ class Reduction:
     finals: tuple
     origin: str = field(default="", compare=False)
     merge: tuple = ()
+    summands: tuple = ()
+    round_dtype: Any = None
 
 
 @dataclass(frozen=True)
@@ -336,7 +347,9 @@ class Kernel:
     whose extents are ``IParam(0..ndim-1)``. ``reduce_dims``: iteration dims summed away by
     the ``reductions`` (empty for element-wise kernels); reduction outputs have the kept
     dims, in order. ``n_iparams``/``fparam_dtypes``: the runtime scalars the kernel reads.
-    ``parallel_dim``: the loop ``prange`` may split (None: always serial).
+    ``parallel_dim``: the loop ``prange`` may split (None: always serial). ``unit_dims``:
+    dims of extent 1 (known when lowering): NumPy's iterator drops them, so they decide
+    which reduced dims form one contiguous run (``run_dims``).
     """
     inputs: tuple
     outputs: tuple
@@ -348,29 +361,63 @@ class Kernel:
     fparam_dtypes: tuple
     parallel_dim: int | None = None
     param_labels: tuple = ()
-    fast_reassoc: bool = False
     chunked: bool = False      # a full reduction whose parallel variant runs in chunks
+    unit_dims: tuple = ()
 
     @property
     def kept_dims(self):
         return tuple(d for d in range(self.ndim) if d not in self.reduce_dims)
 
     @property
+    def run_dims(self) -> tuple:
+        """The dims whose elements a pairwise sum adds up as one run (see ``reduce_run``);
+        () when the kernel has no pairwise sum or its innermost dim is kept."""
+        if not any(r.summands for r in self.reductions):
+            return ()
+        return reduce_run(self.ndim, self.reduce_dims, self.unit_dims)
+
+    @property
     def strategy(self) -> str:
         """How reductions loop: "inner" when the reduced dims are the trailing ones (kept
         dims outer, scalar accumulators, one per output element), else "outer" (the
         operand's own loop order, accumulator arrays of the kept shape updated in the
-        innermost loop: contiguous reads, and a vectorizable loop without reassociation)."""
+        innermost loop: contiguous reads, and a vectorizable loop without reassociation).
+        With a pairwise run, "inner" when every other reduced dim has extent 1."""
         rd = tuple(self.reduce_dims)
+        run = self.run_dims
+        if run:
+            return "inner" if all(d in run or d in self.unit_dims for d in rd) else "outer"
         if not rd or rd == tuple(range(self.ndim - len(rd), self.ndim)):
             return "inner"
         return "outer"
 
     def loop_order(self):
-        """Inner strategy: kept dims outer, reduced dims inner; outer: natural order."""
+        """With a pairwise run: unit dims, the other dims in order, the run's dims. Else
+        inner strategy: kept dims outer, reduced dims inner; outer: natural order."""
+        run = self.run_dims
+        if run:
+            units = tuple(d for d in range(self.ndim) if d in self.unit_dims)
+            rest = tuple(d for d in range(self.ndim) if d not in units and d not in run)
+            return units + rest + run
         if self.strategy == "outer":
             return tuple(range(self.ndim))
         return self.kept_dims + tuple(self.reduce_dims)
+
+
+def reduce_run(ndim: int, reduce_dims, unit_dims) -> tuple:
+    """NumPy's inner loop for a reduction of a C-contiguous operand: its iterator drops
+    the dims of extent 1 and coalesces adjacent dims that are all reduced or all kept, so
+    when the innermost remaining dim is reduced, each inner loop call adds up the
+    trailing run of reduced dims (pairwise, for float sums); this returns those dims (in
+    order), or () when the innermost remaining dim is kept (then each output element
+    accumulates one element at a time, in C order)."""
+    dims = [d for d in range(ndim) if d not in unit_dims]
+    run: list = []
+    for d in reversed(dims):
+        if d not in reduce_dims:
+            break
+        run.insert(0, d)
+    return tuple(run)
 
 
 # --------------------------------------- steps -------------------------------------------

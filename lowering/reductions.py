@@ -1,10 +1,13 @@
 """Lowering rules of the reduction family (lax/reductions.py): ``ReductionSpec``s.
 
-Accumulators mirror the eager impls: integer sums wrap like NumPy's, float16 sums and
-products accumulate in float32 (NumPy's pairwise float16 loop does too) and round once
-on the store, max/min propagate NaN, argmax/argmin take the first extremum (NaN counts as
-the extremum, the first NaN wins). Float sums/products may be reassociated (vectorized);
-they then differ from NumPy's pairwise order by rounding only.
+Accumulators mirror the eager impls, and so does the order of float arithmetic: float
+and complex sums are added up in NumPy's order (pairwise along the contiguous run of
+reduced dims, else element by element: ``lowering.ir.reduce_run``), float products one
+element at a time in C order as NumPy's multiply loop does (so they do not run in
+parallel chunks); float16 sums and products accumulate in float32 and round to float16
+where NumPy's loop does (after each inner run, or each element when the innermost dim is
+kept). Integer sums wrap like NumPy's, max/min propagate NaN, argmax/argmin take the first
+extremum (NaN counts as the extremum, the first NaN wins).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ def _monoid(op, identity):
         if op in ("max", "min") and dt.kind == "c":
             raise NotLowerable("complex max/min")
         acc_dt = _acc_dtype(dt)
+        inexact = dt.kind in "fc" and op in ("add", "mul")
 
         def combine(ctx, accs, v, idx):
             return [ctx.op(op, accs[0], ctx.cast(v, acc_dt))]
@@ -32,9 +36,14 @@ def _monoid(op, identity):
         def merge(ctx, accs, parts):
             return [ctx.op(op, accs[0], parts[0])]
 
+        def summand(ctx, v):
+            return [ctx.cast(v, acc_dt)]
+
         return ReductionSpec(axes=tuple(axes), acc_dtypes=(acc_dt,),
                              init=[ctx.const(identity(dt), acc_dt)], combine=combine,
-                             reassoc=op in ("add", "mul") and dt.kind in "fc", merge=merge)
+                             merge=None if inexact and op == "mul" else merge,
+                             summand=summand if inexact and op == "add" else None,
+                             round_dtype=dt if inexact and dt != acc_dt else None)
     return rule
 
 

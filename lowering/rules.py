@@ -210,19 +210,25 @@ class ReductionSpec:
     index ``idx`` (a tuple of int64 Exprs over the operand's dims, e.g. for argmax).
     ``results[k]``: the accumulator written to output ``k`` (cast to its dtype), unless
     ``finals(ctx, accs) -> [Expr]`` computes the outputs from the final accumulators.
-    ``reassoc``: the combine may be reordered (sums/products of floats: lets LLVM
-    vectorize; results then differ from NumPy's pairwise order by rounding only).
-    ``merge(ctx, accs, parts) -> [Expr]``: combine the accumulators with another chunk's
-    (``parts``, earlier chunks first): a reduction over all dims then runs in parallel.
+    ``merge(ctx, accs, parts) -> [Expr]``: combine the accumulators with partial ones
+    (``parts``): another chunk's (earlier chunks first; only for a result independent of
+    the order: a reduction over all dims then runs in parallel chunks), or, with
+    ``summand``, a run's pairwise sum.
+    ``summand(ctx, x) -> [Expr]`` (float and complex sums): the value each element adds
+    to each accumulator; the kernel then adds the elements up in NumPy's order (pairwise
+    along a contiguous run of reduced dims; ``lowering.ir.Reduction``).
+    ``round_dtype``: the dtype NumPy's loop rounds the accumulators to after each inner
+    run (float16 sums and products, accumulated in float32 within a run).
     """
     axes: tuple
     acc_dtypes: tuple
     init: list
     combine: Callable
     results: tuple = (0,)
-    reassoc: bool = False
     finals: Callable | None = None
     merge: Callable | None = None
+    summand: Callable | None = None
+    round_dtype: np.dtype | None = None
 
 
 # --------------------------------- structured rules --------------------------------------

@@ -51,7 +51,7 @@ def flatten_kernel(k: Kernel) -> Kernel:
     flat = lambda args: tuple(KernelArg(a.dtype, 1 if a.ndim else 0) for a in args)
     return dataclasses.replace(
         k, inputs=flat(k.inputs), outputs=flat(k.outputs), ndim=1, stores=stores,
-        n_iparams=k.n_iparams - shift, parallel_dim=0,
+        n_iparams=k.n_iparams - shift, parallel_dim=0, unit_dims=(),
         param_labels=("extent (flattened)",) + tuple(k.param_labels[k.ndim:]))
 
 

@@ -1,6 +1,7 @@
 """An IR checker run between pipeline stages when ``TRACER_VERIFY_IR=1`` (tests set it):
 every buffer is defined before use, kernel arguments match their buffers' dtypes and
-ranks, loads index with one int64 expression per dim, parameters are in range."""
+ranks, loads index with one int64 expression per dim, parameters are in range, pairwise
+sums are well formed."""
 from __future__ import annotations
 
 import numpy as np
@@ -50,9 +51,18 @@ def _check_kernel_step(i, s: KernelStep, p: Program):
         raise IRError(f"{where}: extents {s.iparams[:k.ndim]} differ from the output shape")
     roots = [st.value for st in k.stores]
     for r in k.reductions:
-        roots += list(r.init) + list(r.combine) + list(r.finals)
+        roots += list(r.init) + list(r.combine) + list(r.finals) + list(r.summands)
         if not k.reduce_dims:
             raise IRError(f"{where}: a reduction without reduce dims")
+        if r.summands and (len(r.summands) != len(r.init) or not r.merge or
+                           any(np.dtype(e.dtype) != np.dtype(dt)
+                               for e, dt in zip(r.summands, r.acc_dtypes)) or
+                           any(isinstance(n, AccRef) for e in r.summands for n in walk(e))):
+            raise IRError(f"{where}: a pairwise sum needs one summand per accumulator, of "
+                          f"its dtype and free of accumulators, and a merge")
+    if any(not 0 <= d < k.ndim or s.iparams[d] != 1 for d in k.unit_dims):
+        raise IRError(f"{where}: unit dims {k.unit_dims} are not of extent 1 "
+                      f"(extents {s.iparams[:k.ndim]})")
     n_acc = sum(len(r.init) for r in k.reductions)
     for root in roots:
         for n in walk(root):

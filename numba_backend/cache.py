@@ -138,9 +138,9 @@ class CompiledKernel:
         return self._par is not None
 
     def opts(self, parallel: bool) -> dict:
-        """Numba's options for this kernel, in ``compile_worker``'s form."""
-        return {"fastmath": ["reassoc"] if self.kernel.fast_reassoc else [],
-                "parallel": parallel}
+        """Numba's options for this kernel, in ``compile_worker``'s form (no fast-math
+        flags: float sums keep their pairwise order, see ``numba_backend.pairwise``)."""
+        return {"fastmath": [], "parallel": parallel}
 
     def job(self, parallel: bool) -> dict:
         """The compile of one variant, as a compile worker's job."""

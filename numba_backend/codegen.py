@@ -30,9 +30,11 @@ import numpy as np
 
 from numba_backend import inliner
 from lowering.ir import (AccRef, Call, Const, FParam, IParam, Kernel, Load, LoopIndex, PartRef,
-                         Op, children, walk)
+                         Op, children, reduce_run, walk)
+from numba_backend import pairwise
 
 RT = "rt"      # alias of numba_backend.scalar in generated code
+PW = "pw"      # alias of numba_backend.pairwise
 CHUNKS = 64    # chunks of a parallel reduction over everything
 F16 = np.dtype(np.float16)
 
@@ -274,8 +276,10 @@ def helper_hash() -> str:
     global _HELPER_HASH
     if _HELPER_HASH is None:
         from numba_backend import scalar, vecmath
+        # pairwise: the order of float sums (kernels compiled before it existed, with
+        # reassociating fast math, must not be reused)
         src = inspect.getsource(scalar) + inspect.getsource(vecmath) + \
-            inspect.getsource(inliner)
+            inspect.getsource(inliner) + inspect.getsource(pairwise)
         # the special-function kernels (lowering/special.py calls them by name)
         for mod in ("lax.special_kernels", "lax.special_coeffs"):
             with open(importlib.util.find_spec(mod).origin) as f:
@@ -356,9 +360,18 @@ class _KernelGen:
         self.pos = {d: p for p, d in enumerate(order)}      # dim -> loop position
         self.n_kept = len(k.kept_dims)
         self.n_loops = k.ndim
+        self.run = k.run_dims      # pairwise sums over these dims: _emit_run_nest
+        # where NumPy's float16 loops round their float32 accumulators (an "inner" kernel
+        # holds one run per output element, rounded when stored): after each element when
+        # the innermost dim is kept, else after the innermost run of reduced dims
+        rounding = self.outer and any(r.round_dtype is not None for r in k.reductions)
+        plain_run = reduce_run(k.ndim, k.reduce_dims, k.unit_dims) if rounding else ()
+        self.round_each = rounding and not plain_run
+        self.round_after = self.pos[plain_run[0]] if plain_run and not self.run else None
         roots = [s.value for s in k.stores]
         for r in k.reductions:
-            roots += list(r.init) + list(r.combine)
+            roots += list(r.init)
+            roots += list(r.summands) if self.run and r.summands else list(r.combine)
         self.nodes = []
         seen = set()
         for r in roots:
@@ -474,24 +487,20 @@ class _KernelGen:
             em.line("return 0")
         return em.text()
 
-    def _acc(self, slot) -> str:
+    def _acc(self, slot, depth=None) -> str:
         if self.outer:
-            return f"acc{slot}[{self._kept_index()}]"
+            return f"acc{slot}[{self._kept_index(depth)}]"
         return f"acc{slot}"
 
     def _emit_nest(self, em, blocks, expr, parallel):
         k = self.k
+        if self.run:
+            self._emit_run_nest(em, blocks, expr, parallel)
+            return
         for line in blocks[0]:
             em.line(line)
         if k.reductions and self.outer:
-            # accumulator arrays of the kept shape; the outputs are written at the end
-            shape = ", ".join(f"n{d}" for d in k.kept_dims) + ","
-            for r, names in zip(k.reductions, self._acc_names()):
-                if r.origin:
-                    em.line(f"# {r.origin}")
-                for name, init, dt in zip(names, r.init, r.acc_dtypes):
-                    em.line(f"{name} = np.full(({shape}), {cast_code(expr(init), init.dtype, dt)}, "
-                            f"{np_name(dt)})")
+            self._emit_acc_arrays(em, expr)
             self._emit_loops(em, blocks, expr, 0, parallel)
             self._emit_kept_loops(em, 0, lambda: self._emit_acc_final(em, expr))
             return
@@ -533,6 +542,16 @@ class _KernelGen:
                               for (_, m), dt in zip(merged, dts)))
         self._emit_acc_final(em, expr)
 
+    def _emit_acc_arrays(self, em, expr):
+        """Accumulator arrays of the kept shape; the outputs are written at the end."""
+        shape = ", ".join(f"n{d}" for d in self.k.kept_dims) + ","
+        for r, names in zip(self.k.reductions, self._acc_names()):
+            if r.origin:
+                em.line(f"# {r.origin}")
+            for name, init, dt in zip(names, r.init, r.acc_dtypes):
+                em.line(f"{name} = np.full(({shape}), {cast_code(expr(init), init.dtype, dt)}, "
+                        f"{np_name(dt)})")
+
     def _emit_kept_loops(self, em, j, body):
         kept = self.k.kept_dims
         if j == len(kept):
@@ -560,17 +579,259 @@ class _KernelGen:
             self._emit_loops(em, blocks, expr, p + 1, parallel)
             if inner_reduce:
                 self._emit_acc_final(em, expr)
+        if p == self.round_after:
+            self._emit_rounding(em, self.k.reductions, depth=p)
+
+    # ------------------------- float sums in NumPy's pairwise order -------------------------
+
+    def _pairwise_slots(self):
+        """(slot, accumulator dtype, summand) of each pairwise sum's accumulator."""
+        out = []
+        for r in self.k.reductions:
+            if r.summands:
+                for j, dt, e in zip(self._slots(r), r.acc_dtypes, r.summands):
+                    out.append((j, np.dtype(dt), e))
+        return out
+
+    def _direct_loads(self):
+        """When every summand is an input element whose trailing axes are the run's (from
+        its first dim on), and nothing else happens per element, the pairwise sums read
+        the inputs in place (a run is then a contiguous row): slot -> its Load; else None
+        (the elements are computed into buffers)."""
+        k = self.k
+        if k.stores or any(not r.summands for r in k.reductions):
+            return None
+        tail = tuple(LoopIndex(d) for d in range(self.run[0], k.ndim))
+        loads = {}
+        for j, dt, e in self._pairwise_slots():
+            if not (isinstance(e, Load) and e.index[len(e.index) - len(tail):] == tail and
+                    k.inputs[e.arg].dtype == dt) or \
+                    any(n in tail for i in e.index[:len(e.index) - len(tail)] for n in walk(i)):
+                return None
+            loads[j] = e
+        return loads
+
+    def _row(self, e, expr) -> str:
+        """The input row a direct Load's run reads (a 1-d C-contiguous view)."""
+        outer = e.index[:len(e.index) - (self.k.ndim - self.run[0])]
+        src = f"in{e.arg}[{', '.join(expr(i) for i in outer)}]" if outer else f"in{e.arg}"
+        return src if len(e.index) - len(outer) == 1 else f"{src}.reshape(-1)"
+
+    def _emit_run_nest(self, em, blocks, expr, parallel):
+        """A kernel whose float sums are added up in NumPy's order (module
+        ``numba_backend.pairwise``): dims of extent 1 are index 0; the loops outside the
+        run, in order (scalar accumulators per output element when they are all kept, else
+        accumulator arrays), and in each iteration the run's elements in the order of
+        NumPy's pairwise recursion. Parallel: chunks of the outermost loop when it is kept,
+        or, for a sum over everything, the recursion's subtrees at a fixed depth."""
+        k = self.k
+        self.imports.add(("numba_backend.pairwise", PW))
+        slots = self._pairwise_slots()
+        self.run_c = 1 if slots[0][1].kind == "c" else 0
+        self.direct = self._direct_loads()
+        for line in blocks[0]:
+            em.line(line)
+        for d in self.order:
+            if d in k.unit_dims:
+                em.line(f"i{d} = 0")
+                for line in blocks[self.pos[d] + 1]:
+                    em.line(line)
+        rest = [d for d in self.order if d not in k.unit_dims and d not in self.run]
+        em.line("rn = " + " * ".join(f"n{d}" for d in self.run) + "  # elements per run")
+        if self.outer:
+            self._emit_acc_arrays(em, expr)
+        if parallel and not rest:
+            self._emit_run_frontier(em, blocks, expr)
+            return
+        if not (parallel and rest):
+            self._emit_run_scratch(em)
+        self._emit_run_loops(em, blocks, expr, rest, 0, parallel)
+        if self.outer:
+            self._emit_kept_loops(em, 0, lambda: self._emit_acc_final(em, expr))
+
+    def _emit_run_scratch(self, em):
+        """The walk's stacks and the element buffers (one set per thread)."""
+        if self.direct is not None:
+            return
+        em.line(f"wtlo = np.empty({pairwise.STACK}, np.int64)")
+        em.line(f"wtsz = np.empty({pairwise.STACK}, np.int64)")
+        for j, dt, _ in self._pairwise_slots():
+            em.line(f"wst{j} = np.empty({pairwise.STACK}, {np_name(dt)})")
+            em.line(f"wbuf{j} = np.empty({pairwise.BLOCK}, {np_name(dt)})")
+
+    def _emit_run_loops(self, em, blocks, expr, rest, j, parallel):
+        if j == len(rest):
+            if not self.outer:
+                self._emit_acc_init(em, expr)
+            self._emit_run(em, blocks, expr, "0", "rn")
+            self._emit_run_merge(em, "rs{}")
+            if not self.outer:
+                self._emit_acc_final(em, expr)
+            return
+        d = rest[j]
+        p = self.pos[d]
+        if parallel and j == 0:
+            # chunks of the outermost (kept) loop: each writes its own output elements
+            em.line(f"nch = n{d} if n{d} < {CHUNKS} else {CHUNKS}")
+            with em.block("for c in prange(nch):"):
+                self._emit_run_scratch(em)
+                with em.block(f"for i{d} in range((c * n{d}) // nch, ((c + 1) * n{d}) // nch):"):
+                    for line in blocks[p + 1]:
+                        em.line(line)
+                    self._emit_run_loops(em, blocks, expr, rest, j + 1, False)
+            return
+        with em.block(f"for i{d} in range(n{d}):"):
+            for line in blocks[p + 1]:
+                em.line(line)
+            self._emit_run_loops(em, blocks, expr, rest, j + 1, parallel)
+
+    def _emit_run(self, em, blocks, expr, lo, n):
+        """``rs<slot>``: the pairwise sums of the run's elements [lo, lo + n)."""
+        c = self.run_c
+        slots = self._pairwise_slots()
+        if self.direct is not None:
+            for j, dt, e in slots:
+                em.line(f"rs{j} = {PW}.pairwise({self._row(e, expr)}, {lo}, {n})")
+            return
+        em.line("# the top of the recursion, down to nodes of at most "
+                f"{pairwise.BLOCK} elements, each buffered")
+        em.line("wsp = 0")
+        em.line(f"wlo = {lo}")
+        em.line(f"wn = {n}")
+        with em.block("while True:"):
+            em.line(f"wn, wsp = {PW}.descend(wlo, wn, wsp, wtlo, wtsz, {pairwise.BLOCK}, {c})")
+            self._emit_run_fill(em, blocks, expr)
+            for j, _, _ in slots:
+                em.line(f"rs{j} = {PW}.pairwise_cached(wbuf{j}, 0, wn)")
+            em.line(f"wk = {PW}.finished(wtsz, wsp)")
+            for j, _, _ in slots:
+                em.line(f"rs{j} = {PW}.add_lefts(rs{j}, wst{j}, wsp, wk)")
+            em.line("wsp -= wk")
+            with em.block("if wsp == 0:"):
+                em.line("break")
+            for j, _, _ in slots:
+                em.line(f"wst{j}[wsp - 1] = rs{j}")
+            em.line(f"wlo, wn = {PW}.next_right(wtlo, wtsz, wsp)")
+
+    def _emit_run_fill(self, em, blocks, expr):
+        """The run's elements [wlo, wlo + wn) into the buffers, with the kernel's stores
+        and its other reductions; a run over several dims goes row segment by row segment
+        (the inner loop stays vectorizable)."""
+        k = self.k
+        run = self.run
+        g = run[-1]
+        others = any(not r.summands for r in k.reductions)
+
+        def body(at):
+            for line in blocks[self.pos[g] + 1]:
+                em.line(line)
+            for s in k.stores:
+                em.line(f"out{s.out}[{self._full_index()}] = "
+                        f"{self._store_code(s.out, expr(s.value), s.value.dtype)}")
+            for j, dt, e in self._pairwise_slots():
+                em.line(f"wbuf{j}[{at}] = {cast_code(expr(e), e.dtype, dt)}")
+            if others:
+                self._emit_combine(em, expr, skip_pairwise=True)
+
+        # max(.., 0) (a no-op) shows LLVM the indices are not negative: Numba then drops
+        # its wraparound of negative indices and the inner loop vectorizes
+        if len(run) == 1:
+            em.line("wlo = max(wlo, 0)")
+            with em.block("for wj in range(wn):"):
+                em.line(f"i{g} = wlo + wj")
+                body("wj")
+            return
+        em.line("wr = wlo")
+        em.line(f"ws0 = max(wr % n{g}, 0)")
+        em.line(f"wr //= n{g}")
+        for d in reversed(run[1:-1]):
+            em.line(f"i{d} = wr % n{d}")
+            em.line(f"wr //= n{d}")
+        em.line(f"i{run[0]} = wr")
+        em.line("wat = 0")
+        with em.block("while wat < wn:"):
+            for d in run[:-1]:
+                for line in blocks[self.pos[d] + 1]:
+                    em.line(line)
+            em.line(f"wseg = n{g} - ws0")
+            with em.block("if wseg > wn - wat:"):
+                em.line("wseg = wn - wat")
+            em.line("wat = max(wat, 0)")
+            with em.block("for wj in range(wseg):"):
+                em.line(f"i{g} = ws0 + wj")
+                body("wat + wj")
+            em.line("wat += wseg")
+            em.line("ws0 = 0")
+            self._emit_carry(em, run[:-1])
+
+    def _emit_carry(self, em, dims):
+        d = dims[-1]
+        em.line(f"i{d} += 1")
+        if len(dims) > 1:
+            with em.block(f"if i{d} == n{d}:"):
+                em.line(f"i{d} = 0")
+                self._emit_carry(em, dims[:-1])
+
+    def _emit_run_merge(self, em, part):
+        """Each pairwise sum's accumulator takes the run's sum (``part`` names it); then
+        float16 accumulators round, as after each of NumPy's inner loops."""
+        for r in self.k.reductions:
+            if r.summands:
+                for j, m, dt in zip(self._slots(r), r.merge, r.acc_dtypes):
+                    em.line(f"{self._acc(j)} = "
+                            f"{cast_code(self._final_code(m, part), m.dtype, dt)}")
+        self._emit_rounding(em, self.k.reductions)
+
+    def _emit_run_frontier(self, em, blocks, expr):
+        """A sum over everything, in parallel: the subtrees of the recursion at depth
+        ``pairwise.TOP_DEPTH``, each walked on its own, their sums combined as the
+        recursion combines them (the serial result, for any thread count); the other
+        reductions merge their chunks' partial results in order."""
+        k = self.k
+        c = self.run_c
+        slots = self._pairwise_slots()
+        others = [(j, m, dt) for r in k.reductions if not r.summands
+                  for j, m, dt in zip(self._slots(r), r.merge, r.acc_dtypes)]
+        em.line(f"wfl = np.empty({2 ** pairwise.TOP_DEPTH}, np.int64)")
+        em.line(f"wfs = np.empty({2 ** pairwise.TOP_DEPTH}, np.int64)")
+        em.line(f"nch = {PW}.frontier(rn, {c}, wfl, wfs)")
+        for j, dt, _ in slots:
+            em.line(f"wpart{j} = np.empty(nch, {np_name(dt)})")
+        for j, _, dt in others:
+            em.line(f"part{j} = np.empty(nch, {np_name(dt)})")
+        with em.block("for c in prange(nch):"):
+            self._emit_run_scratch(em)
+            self._emit_acc_init(em, expr, skip_pairwise=True)
+            self._emit_run(em, blocks, expr, "wfl[c]", "wfs[c]")
+            for j, _, _ in slots:
+                em.line(f"wpart{j}[c] = rs{j}")
+            for j, _, _ in others:
+                em.line(f"part{j}[c] = acc{j}")
+        self._emit_acc_init(em, expr)
+        if others:
+            with em.block("for c in range(nch):"):
+                em.line(", ".join(f"acc{j}" for j, _, _ in others) + " = " +
+                        ", ".join(cast_code(self._final_code(m), m.dtype, dt)
+                                  for _, m, dt in others))
+        for j, dt, _ in slots:
+            em.line(f"wtop{j} = np.empty({pairwise.STACK}, {np_name(dt)})")
+            em.line(f"rtop{j} = {PW}.combine_top(wpart{j}, rn, {c}, wtop{j})")
+        self._emit_run_merge(em, "rtop{}")
+        self._emit_acc_final(em, expr)
 
     def _full_index(self):
         if self.k.ndim == 0:
             return "()"
         return ", ".join(f"i{d}" for d in range(self.k.ndim))
 
-    def _kept_index(self):
+    def _kept_index(self, depth=None):
+        """The output index; with ``depth``, after the loops from that position on (their
+        dims are then of extent 1: index 0)."""
         kept = self.k.kept_dims
         if not kept:
             return "()"
-        return ", ".join(f"i{d}" for d in kept)
+        return ", ".join("0" if depth is not None and self.pos[d] >= depth else f"i{d}"
+                         for d in kept)
 
     def _store_code(self, out, code, src_dt):
         odt = self.k.outputs[out].dtype
@@ -587,26 +848,53 @@ class _KernelGen:
             j += len(r.init)
         return names
 
-    def _emit_acc_init(self, em, expr):
+    def _emit_acc_init(self, em, expr, skip_pairwise=False):
         for r, names in zip(self.k.reductions, self._acc_names()):
+            if skip_pairwise and r.summands:
+                continue
             if r.origin:
                 em.line(f"# {r.origin}")
             for name, init, dt in zip(names, r.init, r.acc_dtypes):
                 em.line(f"{name} = {cast_code(expr(init), init.dtype, dt)}")
 
-    def _emit_combine(self, em, expr):
+    def _emit_combine(self, em, expr, skip_pairwise=False):
         # new values first, then assign (the combine reads all old accumulators)
         tmp = []
         j = 0
+        rs = []
         for r in self.k.reductions:
+            if skip_pairwise and r.summands:
+                j += len(r.combine)
+                continue
+            rs.append(r)
             for c, dt in zip(r.combine, r.acc_dtypes):
                 tmp.append((self._acc(j), cast_code(expr(c), c.dtype, dt)))
                 j += 1
-        if len(tmp) == 1 or all(len(r.combine) == 1 for r in self.k.reductions):
+        if len(tmp) <= 1 or all(len(r.combine) == 1 for r in rs):
             for name, code in tmp:
                 em.line(f"{name} = {code}")
         else:
             em.line(", ".join(n for n, _ in tmp) + " = " + ", ".join(c for _, c in tmp))
+        if self.round_each:
+            self._emit_rounding(em, rs)
+
+    def _slots(self, r):
+        """The accumulator slots of reduction ``r``."""
+        j = 0
+        for q in self.k.reductions:
+            if q is r:
+                return range(j, j + len(q.init))
+            j += len(q.init)
+        raise AssertionError("codegen: reduction not in the kernel")
+
+    def _emit_rounding(self, em, reductions, depth=None):
+        """Round float16 accumulators (carried in float32) as NumPy's float16 loop does."""
+        for r in reductions:
+            if r.round_dtype is None:
+                continue
+            for j, dt in zip(self._slots(r), r.acc_dtypes):
+                acc = self._acc(j, depth)
+                em.line(f"{acc} = {cast_code(cast_code(acc, dt, r.round_dtype), r.round_dtype, dt)}")
 
     def _emit_acc_final(self, em, expr):
         for r in self.k.reductions:
@@ -614,13 +902,13 @@ class _KernelGen:
                 em.line(f"out{out}[{self._kept_index()}] = "
                         f"{self._store_code(out, self._final_code(fin), fin.dtype)}")
 
-    def _final_code(self, n) -> str:
+    def _final_code(self, n, part="part{}[c]") -> str:
         """Code of an expression of the accumulators, after the reduction loops (small:
-        written inline, no temporaries)."""
+        written inline, no temporaries); ``part``: the code of a ``PartRef``."""
         if isinstance(n, AccRef):
             return self._acc(n.slot)
         if isinstance(n, PartRef):
-            return f"part{n.slot}[c]"
+            return part.format(n.slot)
         if isinstance(n, Const):
             return str(int(n.value)) if n.dtype == np.int64 else const_code(n.value, n.dtype)
         if isinstance(n, IParam):
@@ -628,13 +916,13 @@ class _KernelGen:
         if isinstance(n, FParam):
             return f"f{n.slot}"
         if isinstance(n, Op):
-            return op_code(n.op, [self._final_code(a) for a in n.args],
+            return op_code(n.op, [self._final_code(a, part) for a in n.args],
                            [a.dtype for a in n.args], n.dtype)
         if isinstance(n, Call):
             if inliner.is_inline(n.fn.module, n.fn.name):
                 raise TypeError("codegen: an inline_source function in a reduction's final "
                                 "expression; use a register_jitable helper")
-            return call_code(self._fn_alias(n.fn), [self._final_code(a) for a in n.args],
+            return call_code(self._fn_alias(n.fn), [self._final_code(a, part) for a in n.args],
                              n.dtype)
         raise TypeError(f"codegen: {type(n).__name__} in a reduction's final expression")
 
