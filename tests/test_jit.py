@@ -194,8 +194,8 @@ def test_complex_ops(dtype):
     x = np.array([1 + 2j, 0, -1.5 + 0.5j, np.inf, complex(np.nan, 1), 3j, 1e30 + 1e-30j],
                  dtype)
     y = np.array([2 - 1j, 1, 0, 1j, 1, 3j, 1e-30 - 1e30j], dtype)
-    compare(complex_ops, (x, y), inexact={"div", "abs", "exp", "sqrt"},
-            reduce={"sum", "prod"})
+    # sums are NumPy's pairwise order bit for bit; prod multiplies complex numbers
+    compare(complex_ops, (x, y), inexact={"div", "abs", "exp", "sqrt"}, reduce={"prod"})
 
 
 # ------------------------------------------ shapes -----------------------------------------
@@ -249,7 +249,7 @@ def test_float_reductions(dtype):
     x[0, 1, 2] = np.nan                     # NaN propagates through max/min, wins argmax
     x[1, :, 3] = x[1, 0, 3]                 # ties: the first index wins
     x[2, 2, :] = -np.inf
-    compare(reduce_ops, (x,), reduce={"sum1", "sum02", "sum_all", "prod2"})
+    compare(reduce_ops, (x,))           # float sums and products in NumPy's order
 
 
 def test_int_reductions_exact():
