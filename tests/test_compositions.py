@@ -188,6 +188,11 @@ KNOWN = {
     # uses (one batched, one not) meet in add_any ("operands must have equal types").
     "unmapped_used_twice": Case((op("binary", "mul", a=0, c=1), op("binary", "add", a=0, c=1)),
                                 sig=4, in_axes=(0, None)),
+    # The same through a cond whose operand is also closed over by its branches (all
+    # inputs mapped): what hypothesis shrinks a vmap(grad) failure to.
+    "used_twice_through_cond": Case(
+        (op("unary", "neg"), op("cond", "cond", body=((op("unary", "neg"),), (op("unary", "neg"),)))),
+        sig=2),
     # grad of the sum of a vmap of cond(s > 0, log(s) * x, ...): the batched predicate
     # runs both branches, and the untaken lanes' NaN derivative leaks into the gradient.
     "cond_untaken_branch_nan": Case(
@@ -374,6 +379,7 @@ def test_vmap_vs_loop(case):
 @given(cases())
 @example(KNOWN["unmapped_used_twice"])
 @example(KNOWN["cond_untaken_branch_nan"])
+@example(KNOWN["used_twice_through_cond"])
 def test_vmap_of_grad_vs_loop(case):
     check_vmap_of_grad_vs_loop(case)
 
@@ -404,6 +410,7 @@ def test_jit_compiled_of_vmap_of_grad(case):
 @given(cases())
 @example(KNOWN["logaddexp_tie"])
 @example(KNOWN["unmapped_used_twice"])
+@example(KNOWN["used_twice_through_cond"])
 def test_jacfwd_vs_jacrev(case):
     check_jacfwd_vs_jacrev(case)
 
