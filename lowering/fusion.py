@@ -169,7 +169,7 @@ class _KernelBuilder:
             # iterations write disjoint outputs), or in chunks of the run's recursion
             rest = [d for d in range(self.ndim) if d not in unit and d not in run]
             kept = rest[:1] if rest and rest[0] not in rd else []
-            outer = bool(rest) and not kept
+            outer = bool(rest) and not kept      # a reduced outermost loop: serial
         elif outer:   # prange only over a leading kept dim (accumulators indexed by it)
             kept = [0] if 0 not in rd else []
         # a reduction over everything runs its parallel variant in chunks when every

@@ -529,7 +529,8 @@ def pp_kernel(k: Kernel, indent: str = "  ") -> str:
             + (f", reduce dims {tuple(k.reduce_dims)}" if k.reduce_dims else "")
             + (f", parallel over dim {k.parallel_dim}" if k.parallel_dim is not None
                and not k.chunked else "")
-            + (", parallel in chunks" if k.chunked else "")]
+            + (", parallel in chunks" if k.chunked else "")
+            + (f", pairwise sums over dims {k.run_dims} (NumPy's order)" if k.run_dims else "")]
     for s in k.stores:
         lines.append(f"{indent}out{s.out}[i] = {pp_expr(s.value, names)}")
     base = 0
