@@ -475,7 +475,10 @@ class Array:
         if not isinstance(value, np.ndarray):
             value = np.asarray(value)
         if value.flags.writeable:
-            value = _readonly_view(value)
+            # the caller's NumPy array: copy it (as jax.device_put does), so the Array
+            # never changes when the caller writes to it and the caller's flags stay
+            value = value.copy()
+            value.flags.writeable = False
         self._value = value
         self._weak_type = weak_type
         self._aval = None
@@ -736,18 +739,10 @@ def eval_primitive(primitive, args, params):
     return result
 
 
-def _readonly_view(value: np.ndarray) -> np.ndarray:
-    # A read-only view, never the caller's array itself: an impl may return its operand
-    # (or a view of it), and the user's own NumPy array must stay writable.
-    value = value.view()
-    value.flags.writeable = False
-    return value
-
-
 def _new_array(value: np.ndarray, aval: ShapedArray) -> "Array":
     """An Array around a fresh impl result whose aval is already known."""
-    if value.flags.writeable:
-        value = _readonly_view(value)
+    if value.flags.writeable:   # a fresh result (impls get read-only operands)
+        value.flags.writeable = False
     a = Array.__new__(Array)
     a._value = value
     a._weak_type = aval.weak_type

@@ -270,3 +270,15 @@ def test_callers_numpy_array_stays_writable():
         assert x.flags.writeable
         x[0] = 7.0                     # the caller may still write to it
         assert not np.asarray(out).flags.writeable
+
+
+def test_arrays_do_not_alias_the_callers_numpy_array():
+    """An Array made from a NumPy array holds its own copy: writing to the NumPy array
+    afterwards changes no Array (views such as ravel/reshape included)."""
+    import lax
+    import tracer.numpy as tnp
+    for f in (tnp.ravel, lambda v: lax.reshape(v, (3,)), tnp.asarray, tnp.transpose):
+        x = np.arange(3.0)
+        a = f(x)
+        x[:] = 100.0
+        np.testing.assert_array_equal(np.asarray(a), [0.0, 1.0, 2.0])
