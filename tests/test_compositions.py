@@ -418,6 +418,7 @@ def test_jacfwd_vs_jacrev(case):
 @settings(max_examples=EXAMPLES, **_settings)
 @given(cases())
 @example(KNOWN["logaddexp_tie"])
+@example(KNOWN["used_twice_through_cond"])
 def test_hessian_symmetric(case):
     check_hessian_symmetric(case)
 
