@@ -36,7 +36,9 @@ def test_async_compiles_in_a_worker_and_switches(async_tier):
     jf = tracer.jit(f)
     before = cache.stats["compiled"]
     first = np.asarray(jf(x))              # the NumPy tier answers at once
-    np.testing.assert_array_equal(first, np.asarray(f(x)))
+    # within an ulp, not bit-equal: when another test already put these kernels in the
+    # disk cache, the first call is compiled, and compiled tanh is libm's, not NumPy's
+    np.testing.assert_allclose(first, np.asarray(f(x)), rtol=1e-14)
     ex = _executable(jf, x)
     ex.wait()
     assert ex.state == "ready"

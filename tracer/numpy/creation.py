@@ -622,8 +622,12 @@ def from_dlpack(x, /, *, device=None, copy=None):
         raise ValueError(f"from_dlpack: unknown device {device!r}; the only device is 'cpu'")
     arr = np.from_dlpack(x, copy=copy)
     if dtypes.canonicalize_dtype(arr.dtype) == arr.dtype:
-        # A view: marking it read-only (Array does) leaves the producer's array alone.
-        return Array(arr if copy else arr.view())
+        if not copy:
+            # a read-only view shares the producer's memory (Array copies writable
+            # NumPy arrays) and leaves the producer's own array writable
+            arr = arr.view()
+            arr.flags.writeable = False
+        return Array(arr)
     if copy is False:
         raise BufferError(f"from_dlpack: dtype {arr.dtype} needs a conversion (a copy) to "
                           f"{dtypes.canonicalize_dtype(arr.dtype)} with enable_x64 off; "
