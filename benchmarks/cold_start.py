@@ -101,6 +101,14 @@ def main(argv=None):
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("TRACER_", "NUMBA_CACHE_DIR"))}   # the default config
     base.update(_thread_env(args.threads))
+    # Byte-code as an installed package has it: pip writes site-packages' .pyc files, and
+    # a user's first import writes an editable checkout's. One untimed import per Python
+    # writes them here, so no timed run pays for compiling the libraries' sources.
+    base.pop("PYTHONDONTWRITEBYTECODE", None)
+    for py, mods in ((sys.executable, "tracer, numba_backend.executor, numba"),
+                     (jax_python, "jax, jax.numpy")):
+        if py:
+            subprocess.run([py, "-c", f"import {mods}"], env=base, capture_output=True)
     results = {}
     print(f"{'job':<20}{'calls':>6}{'tracer cold':>13}{'warm':>8}{'exit':>7}"
           f"{'JAX':>8}{'cold/JAX':>10}{'warm/JAX':>10}")

@@ -12,7 +12,6 @@ formulas for eigh), written with lax primitives so they can be differentiated ag
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg as _sla
 
 from tracer import dtypes
 from tracer.core import Primitive, ShapedArray, get_aval
@@ -26,6 +25,12 @@ from lax.utils import _inexact, check_dtype
 
 # ---------------------------------------- helpers -------------------------------------------
 
+
+
+def _scipy_linalg():
+    # imported on first use, not with tracer: SciPy's import costs every start time
+    import scipy.linalg
+    return scipy.linalg
 
 def _aval(x):
     return x.aval if ad.is_undefined_primal(x) else get_aval(x)
@@ -232,8 +237,8 @@ def _ts_one(a, b, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
     op_lower = lower != transpose_a
     if np.all(np.diagonal(op) != 0):
         if left_side:
-            return _sla.solve_triangular(op, b, lower=op_lower, check_finite=False)
-        return _sla.solve_triangular(op.T, b.T, lower=not op_lower, check_finite=False).T
+            return _scipy_linalg().solve_triangular(op, b, lower=op_lower, check_finite=False)
+        return _scipy_linalg().solve_triangular(op.T, b.T, lower=not op_lower, check_finite=False).T
     if left_side:
         return _subst(op, b, op_lower)
     # x op = b  <=>  op^T x^T = b^T
@@ -316,7 +321,7 @@ def _lu_one(a):
     m, n = a.shape
     if a.size == 0:
         return a.copy(), np.zeros(min(m, n), np.int32), np.arange(m, dtype=np.int32)
-    getrf, = _sla.get_lapack_funcs(("getrf",), (a,))
+    getrf, = _scipy_linalg().get_lapack_funcs(("getrf",), (a,))
     lu_, piv, info = getrf(a, overwrite_a=False)
     piv = piv.astype(np.int32)
     perm = np.arange(m, dtype=np.int32)
@@ -649,7 +654,7 @@ def _eig_impl(x, *, compute_left_eigenvectors, compute_right_eigenvectors):
     flat = x.reshape((-1, n, n))
     ws, vls, vrs = [], [], []
     for a in flat:
-        w, vl, vr = _sla.eig(a, left=True, right=True)
+        w, vl, vr = _scipy_linalg().eig(a, left=True, right=True)
         ws.append(w)
         vls.append(vl)
         vrs.append(vr)

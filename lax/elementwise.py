@@ -10,7 +10,6 @@ from __future__ import annotations
 import builtins
 
 import numpy as np
-import scipy.special as _sps
 
 from tracer import dtypes
 from tracer.core import Array, Primitive, ShapedArray, get_aval
@@ -198,7 +197,8 @@ def _logistic_impl(x):
     if dtypes.is_complex(x.dtype):
         with np.errstate(all="ignore"):
             return (1 / (1 + np.exp(-x))).astype(x.dtype)
-    return _sps.expit(x).astype(x.dtype)
+    import scipy.special      # on first use: importing it costs a user's every start ~0.4 s
+    return scipy.special.expit(x).astype(x.dtype)
 
 
 logistic_p = standard_unop("logistic", _logistic_impl, _inexact)
@@ -269,7 +269,14 @@ def erf(x):
     return _bind_unary(erf_p, x)
 
 
-erf_p = standard_unop("erf", lambda x: _sps.erf(x).astype(x.dtype), _float)
+
+
+def _erf_impl(x):
+    import scipy.special
+    return scipy.special.erf(x).astype(x.dtype)
+
+
+erf_p = standard_unop("erf", _erf_impl, _float)
 defjvp(erf_p, lambda g, x: mul(g, mul(_const(x, 2 / np.sqrt(np.pi)), exp(neg(mul(x, x))))))
 
 

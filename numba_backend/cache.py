@@ -121,14 +121,8 @@ class CompiledKernel:
         return mod
 
     def on_disk(self) -> bool:
-        """Whether Numba's cache probably holds this kernel (its index file exists): then
-        loading it takes milliseconds and is worth doing at once, even in "async" mode."""
-        d = os.path.join(os.path.dirname(self.path), "__pycache__")
-        stem = os.path.basename(self.path)[:-3] + ".kernel-"
-        try:
-            return any(f.startswith(stem) and f.endswith(".nbi") for f in _listdir(d))
-        except OSError:
-            return False
+        """Whether Numba's cache probably holds this kernel (see ``on_disk``)."""
+        return on_disk(self.path, "kernel")
 
     @property
     def ready(self) -> bool:
@@ -193,6 +187,23 @@ class CompiledKernel:
 
 
 _listing: dict = {}
+
+
+def on_disk(path: str, func: str) -> bool:
+    """Whether Numba's cache probably holds function ``func`` of the generated module at
+    ``path`` (its index file exists): then loading it takes milliseconds and is worth
+    doing at once, even in "async" mode."""
+    if numba.config.CACHE_DIR:     # NUMBA_CACHE_DIR: where Numba's locator puts it
+        from numba.core.caching import UserProvidedCacheLocator
+        d = os.path.join(numba.config.CACHE_DIR,
+                         UserProvidedCacheLocator.get_suitable_cache_subpath(path))
+    else:
+        d = os.path.join(os.path.dirname(path), "__pycache__")
+    stem = os.path.basename(path)[:-3] + f".{func}-"
+    try:
+        return any(f.startswith(stem) and f.endswith(".nbi") for f in _listdir(d))
+    except OSError:
+        return False
 
 
 def _listdir(d):

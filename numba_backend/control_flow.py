@@ -526,6 +526,11 @@ def build_source(spec):
     return em.text(), g.kernels, ip, fp, arrays
 
 
+# A scan whose Python loop would take longer than this waits for its compiled driver.
+_HOST_BUDGET_S = 0.5
+_SECONDS_PER_EQN = 10e-6
+
+
 class CompiledRunner:
     """Runs a control-flow call through its generated driver (host loop meanwhile when
     the driver is still compiling in the background)."""
@@ -549,6 +554,13 @@ class CompiledRunner:
                 "globals": [{"name": n, "module": h.module.__name__, "path": h.path,
                              "func": "kernel", "opts": h.opts(False)}
                             for n, h in d.kernels.items()]}
+
+    def _host_seconds(self) -> float:
+        """About how long the Python loop would take: the NumPy tier costs some
+        microseconds per equation of the body and iteration."""
+        p = self.spec.params
+        eqns = sum(len(ex.program.jaxpr.jaxpr.eqns) for ex in self.host.exes)
+        return p.get("length", 1) * eqns * _SECONDS_PER_EQN
 
     def _compile(self):
         d = self.driver
@@ -580,12 +592,20 @@ class CompiledRunner:
         if config.debug_kernels or mode == "none" or d.failed is not None:
             return self.host(arrays)
         if not d.compiled:
-            if mode == "async":
+            if mode == "async" and not (d.job is None and cache.on_disk(d.path, "driver")):
+                # (a driver already in the disk cache loads at once, below)
                 from numba_backend.workers import pool
                 if d.job is None:
                     d.job = pool.submit(self._job(), self._compile)
                 if not d.job.done():
-                    return self.host(arrays)
+                    if self.spec.kind == "while":
+                        # the Python loop, until the driver is ready to take the carry over
+                        arrays, done = self.host.run_while(arrays, d.job.done)
+                        if done:
+                            return arrays
+                    elif self.spec.kind == "cond" or self._host_seconds() < _HOST_BUDGET_S:
+                        return self.host(arrays)
+                    # else a long scan: waiting for its compile beats running it in Python
                 reply = d.job.result()
                 if not reply["ok"]:
                     self._fail(reply.get("error"))
@@ -620,8 +640,10 @@ class HostRunner:
         self.why = ""
 
     def __call__(self, arrays):
-        stats["host_loops"] += 1
         spec = self.spec
+        if spec.kind == "while":
+            return self.run_while(arrays, lambda: False)[0]
+        stats["host_loops"] += 1
         p = spec.params
         arrays = [np.asarray(a) for a in arrays]
         if spec.kind == "cond":
@@ -629,13 +651,6 @@ class HostRunner:
             i = int(arrays[0])
             i = n - 1 if i < 0 or i >= n else i
             return _outs(self.exes[i](arrays[1:]), spec.out_avals)
-        if spec.kind == "while":
-            ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
-            cc, bc, carry = arrays[:ncc], arrays[ncc:ncc + nbc], arrays[ncc + nbc:]
-            cond_ex, body_ex = self.exes
-            while bool(np.asarray(cond_ex(cc + carry)[0])):
-                carry = _outs(body_ex(bc + carry), spec.out_avals)
-            return carry
         nc, nk, n = p["num_consts"], p["num_carry"], p["length"]
         consts, carry, xs = arrays[:nc], arrays[nc:nc + nk], arrays[nc + nk:]
         y_avals = spec.out_avals[nk:]
@@ -650,6 +665,24 @@ class HostRunner:
             for y, o in zip(ys, outs[nk:]):
                 y[i] = o
         return carry + ys
+
+
+    def run_while(self, arrays, stop):
+        """Iterate the while loop until it ends -> (final carry, True), or until
+        ``stop()`` -> (operands with the carry reached so far, False): a while loop can
+        be resumed from any carry, so the compiled driver can take over mid-loop."""
+        stats["host_loops"] += 1
+        p = self.spec.params
+        arrays = [np.asarray(a) for a in arrays]
+        ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
+        consts, carry = arrays[:ncc + nbc], arrays[ncc + nbc:]
+        cc, bc = consts[:ncc], consts[ncc:]
+        cond_ex, body_ex = self.exes
+        while bool(np.asarray(cond_ex(cc + carry)[0])):
+            carry = _outs(body_ex(bc + carry), self.spec.out_avals)
+            if stop():
+                return consts + carry, False
+        return carry, True
 
 
 def _outs(outs, avals):

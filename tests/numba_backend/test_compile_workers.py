@@ -126,3 +126,74 @@ def test_compiles_pending_at_exit_reach_the_cache(tmp_path):
     np.testing.assert_allclose(eval(lines2[0]), eval(lines1[0]), rtol=1e-14)
     compiled, loads = map(int, lines2[1].split())
     assert compiled == 0 and loads >= 1, lines2
+
+
+def test_async_while_hands_its_carry_to_the_driver(async_tier, monkeypatch):
+    """A while loop runs in Python only until its driver is compiled, then the driver
+    resumes from the carry reached: the answer is that of one uninterrupted loop."""
+    from numba_backend import control_flow
+    seen = {"iterations": 0}
+    run_while = control_flow.HostRunner.run_while
+
+    def three_then_wait(self, arrays, stop):
+        def after_three():
+            seen["iterations"] += 1
+            if seen["iterations"] < 3:
+                return False
+            stop.__self__.result()       # the driver's compile (a Future): wait for it
+            return True
+        return run_while(self, arrays, after_three)
+
+    monkeypatch.setattr(control_flow.HostRunner, "run_while", three_then_wait)
+    body = lambda c: (c[0] + 1, c[1] * 0.96875 + 0.40625)     # exact in binary
+    f = lambda s: lax.while_loop(lambda c: c[0] < 37, body, (0, s))
+    s = np.array([0.5, -3.0, 8.0])
+    want = s.copy()
+    for _ in range(37):
+        want = want * 0.96875 + 0.40625
+    n, out = tracer.jit(f)(s)
+    assert int(n) == 37 and seen["iterations"] == 3
+    np.testing.assert_array_equal(np.asarray(out), want)
+
+
+def test_async_long_scan_waits_for_its_driver(async_tier):
+    """A scan too long for the Python loop (its estimated time) waits for its compiled
+    driver instead: no host loop runs, and the answer is the loop's."""
+    from numba_backend import control_flow
+    step = lambda c, x: (c * 0.5 + x * 0.21875, c - x)
+    f = tracer.jit(lambda c, xs: lax.scan(step, c, xs))
+    c, xs = np.array([1.0, -2.0]), np.linspace(-1, 1, 20000 * 2).reshape(20000, 2)
+    host_before = control_flow.stats["host_loops"]
+    carry, ys = f(c, xs)
+    assert control_flow.stats["host_loops"] == host_before
+    want_c, want_ys = c.copy(), np.empty_like(xs)
+    for i, x in enumerate(xs):
+        want_c, want_ys[i] = want_c * 0.5 + x * 0.21875, want_c - x
+    np.testing.assert_allclose(np.asarray(carry), want_c, rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(ys), want_ys, rtol=1e-14)
+
+
+LOOP_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import tracer, lax
+    f = tracer.jit(lambda s: lax.fori_loop(0, 3, lambda i, s: s * 0.8125 + 1.0, s))
+    print(np.asarray(f(np.array([1.0, 2.0]))).tolist())
+    from numba_backend import control_flow
+    print(control_flow.stats["host_loops"])
+""")
+
+
+def test_a_cached_driver_loads_at_once_with_numba_cache_dir(tmp_path):
+    """With NUMBA_CACHE_DIR set, Numba keeps its cache there: a warm run still finds the
+    driver and loads it on the first call instead of running the loop in Python."""
+    env = dict(os.environ, TRACER_CACHE_DIR=str(tmp_path / "t"),
+               NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=ROOT)
+    run = lambda mode: subprocess.run([sys.executable, "-c", LOOP_SCRIPT], cwd=ROOT,
+                                      env=dict(env, TRACER_JIT_COMPILE=mode),
+                                      capture_output=True, text=True, timeout=600)
+    first = run("sync")                            # compiles and fills both caches
+    assert first.returncode == 0, first.stderr
+    second = run("async")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.splitlines()[0] == first.stdout.splitlines()[0]
+    assert second.stdout.splitlines()[1] == "0", second.stdout
