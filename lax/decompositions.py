@@ -27,6 +27,12 @@ from lax.utils import _inexact, check_dtype
 
 
 
+
+def _batched(x):
+    """``x`` as a stack of its matrices, shape (batch size, m, n): the batch size is
+    counted, since reshape(-1, m, n) cannot infer it when a matrix dimension is 0."""
+    return x.reshape((int(np.prod(x.shape[:-2], dtype=np.int64)),) + x.shape[-2:])
+
 def _scipy_linalg():
     # imported on first use, not with tracer: SciPy's import costs every start time
     import scipy.linalg
@@ -136,7 +142,7 @@ def _cholesky_one(m):
 def _cholesky_impl(x):
     if x.size == 0:
         return x.copy()
-    flat = x.reshape((-1,) + x.shape[-2:])
+    flat = _batched(x)
     # Only the lower triangle is read, as LAPACK does.
     out = np.stack([_cholesky_one(np.tril(m) + np.tril(m, -1).conj().T) for m in flat])
     return out.reshape(x.shape).astype(x.dtype)
@@ -248,8 +254,8 @@ def _ts_one(a, b, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
 def _ts_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
     if b.size == 0:
         return b.copy()
-    fa = a.reshape((-1,) + a.shape[-2:])
-    fb = b.reshape((-1,) + b.shape[-2:])
+    fa = _batched(a)
+    fb = _batched(b)
     out = np.stack([_ts_one(x, y, left_side, lower, transpose_a, conjugate_a, unit_diagonal)
                     for x, y in zip(fa, fb)])
     return out.reshape(b.shape).astype(b.dtype)
@@ -332,7 +338,7 @@ def _lu_one(a):
 
 def _lu_impl(x):
     batch = x.shape[:-2]
-    flat = x.reshape((-1,) + x.shape[-2:])
+    flat = _batched(x)
     m, n = x.shape[-2:]
     if flat.shape[0] == 0:
         return [x.copy(), np.zeros(batch + (min(m, n),), np.int32),
@@ -651,7 +657,7 @@ def _eig_impl(x, *, compute_left_eigenvectors, compute_right_eigenvectors):
     cdt = dtypes.complex_dtype_for(x.dtype)
     batch = x.shape[:-2]
     n = x.shape[-1]
-    flat = x.reshape((-1, n, n))
+    flat = _batched(x)
     ws, vls, vrs = [], [], []
     for a in flat:
         w, vl, vr = _scipy_linalg().eig(a, left=True, right=True)

@@ -68,8 +68,19 @@ def run(closed: ClosedJaxpr, args, name: str):
 def run_arrays(closed: ClosedJaxpr, args, name: str):
     """``run``, returning Arrays with the jaxpr's output avals (weak types included)."""
     outs = run(closed, args, name)
-    return [o if isinstance(o, Token) else Array(o, aval.weak_type)
-            for o, aval in zip(outs, closed.out_avals)]
+    writable = [a for a in args if isinstance(a, np.ndarray) and a.flags.writeable]
+    res = []
+    for o, aval in zip(outs, closed.out_avals):
+        if isinstance(o, Token):
+            res.append(o)
+            continue
+        if writable and any(np.may_share_memory(o, a) for a in writable):
+            # an output passing a caller's array through (or a view of it): a copy, so
+            # writing to that array later never changes the Array returned
+            o = o.copy()
+            o.flags.writeable = False
+        res.append(Array(o, aval.weak_type))
+    return res
 
 
 # ------------------------------------------ debug_nans ------------------------------------------

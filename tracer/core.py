@@ -645,7 +645,14 @@ _PY_SCALAR_TYPES = (bool, int, float, complex)
 
 def _python_scalar_to_numpy(x):
     dt, _ = dtypes.dtype_and_weak_type(x)
-    return np.asarray(x, dtype=dt)
+    try:
+        return np.asarray(x, dtype=dt)
+    except OverflowError:
+        info = np.iinfo(dt)
+        raise OverflowError(
+            f"Python int {x} is out of range for {dt} ({info.min} to {info.max}), the "
+            f"dtype of a Python int argument; pass np.uint64({x}) or float({x}) for "
+            "a wider range") from None
 
 
 def to_numpy(x) -> np.ndarray:

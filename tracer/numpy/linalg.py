@@ -183,9 +183,72 @@ def inv(a):
 
 
 def det(a):
-    """``numpy.linalg.det`` via LU (product of U's diagonal times the permutation sign)."""
+    """``numpy.linalg.det`` via LU (product of U's diagonal times the permutation sign).
+
+    a: (..., n, n) -> (...). Its derivative is the cofactor matrix, computed from the LU
+    factors as jax.numpy.linalg.det does, so it is finite at singular matrices too (the
+    gradient of det at [[1, 2], [2, 4]] is [[4, -2], [-2, 1]]), and exactly zero at
+    matrices of rank below n - 1. LinAlgError for non-square input."""
+    (a,) = _inexact(a)
+    _check_square("det", a)
+    global _det_with_jvp
+    if _det_with_jvp is None:
+        from tracer.custom_derivatives import custom_jvp
+        _det_with_jvp = custom_jvp(_det_value)
+        _det_with_jvp.defjvp(_det_jvp)
+    return _det_with_jvp(a)
+
+
+_det_with_jvp = None
+
+
+def _det_value(a):
     sign, logdet = slogdet(a)
     return _u.multiply(sign, _u.exp(logdet))
+
+
+def _det_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    y, z = _cofactor_solve(a, da)
+    return y, _r.sum(_m.diagonal(z, axis1=-2, axis2=-1), axis=-1)   # tr(adj(a) da)
+
+
+def _cofactor_solve(a, b):
+    """(det(a), adj(a) @ b) for square a, b (..., n, n), finite for singular a.
+
+    With a[perm] = L U, adj(a) = det(a) U^-1 L^-1 P. The last pivot u_nn (the one that
+    vanishes first when a loses rank) is kept out of the division: det(a) scales every
+    row of L^-1 P b but the last, and the last row is divided by det(U) / u_nn instead,
+    which is nonzero while rank(a) >= n - 1. Below that rank adj(a) is 0."""
+    import tracer.numpy as tnp
+    n = _aval(a).shape[-1]
+    dt = _aval(a).dtype
+    if n == 1:
+        return a[..., 0, 0], b
+    lu_, piv, perm = lax.linalg.lu(a)
+    diag = _m.diagonal(lu_, axis1=-2, axis2=-1)
+    parity = _r.count_nonzero(_u.not_equal(piv, lax.iota(dtypes.int32, n)), axis=-1)
+    sign = lax.convert_element_type(_u.subtract(1, _u.multiply(2, _u.remainder(parity, 2))),
+                                    dt)
+    partial = _u.multiply(_r.cumprod(diag, axis=-1), _m.expand_dims(sign, -1))
+    det_a, det_rest = partial[..., -1], partial[..., -2]
+    # U with its last pivot replaced: solving with it divides the last row by det_rest
+    last = _u.logical_and(_u.equal(lax.broadcasted_iota(dtypes.int32, (n, n), 0), n - 1),
+                          _u.equal(lax.broadcasted_iota(dtypes.int32, (n, n), 1), n - 1))
+    u_mod = _m.where(last, _m.expand_dims(_u.reciprocal(det_rest), (-1, -2)), lu_)
+    # rank(a) < n - 1: det_rest == 0, and solving with U leaves infs or NaNs
+    probe = lax.linalg.triangular_solve(u_mod, tnp.ones_like(lu_[..., :1, :]), left_side=False,
+                                        lower=False)
+    low_rank = _r.any(_u.logical_not(_u.isfinite(probe)), axis=(-2, -1))
+    low_rank = _m.expand_dims(low_rank, (-1, -2))
+    zero = tnp.zeros_like(b)
+    b = _m.where(low_rank, zero, b)
+    x = tnp.take_along_axis(b, _m.expand_dims(perm, -1), axis=-2)
+    x = lax.linalg.triangular_solve(lu_, x, left_side=True, lower=True, unit_diagonal=True)
+    x = _m.concatenate([_u.multiply(x[..., :-1, :], _m.expand_dims(det_a, (-1, -2))),
+                        x[..., -1:, :]], axis=-2)
+    x = lax.linalg.triangular_solve(u_mod, x, left_side=True, lower=False)
+    return det_a, _m.where(low_rank, zero, x)
 
 
 def slogdet(a, *, method=None):
