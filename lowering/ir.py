@@ -166,9 +166,11 @@ class Op(Expr):
 
 @dataclass(frozen=True)
 class FnRef:
-    """A scalar function callable from generated code: ``module.name`` (``np.sin``,
-    ``math.erf``, or a ``numba.extending.register_jitable`` function in an importable
-    module, e.g. ``numba_backend.scalar.int_div``)."""
+    """A scalar function callable from generated code, by name: ``module.name``.
+    ``module`` is ``numpy``/``math`` (``np.sin``, ``math.erf``), one of the backend's
+    helper modules named neutrally (``scalar.sign_f``, ``vecmath.exp_f32``: the backend
+    maps ``scalar``/``vecmath`` to its own modules), or an importable module whose
+    functions the backend can call (``lax.special_kernels.lgamma_f64``)."""
     module: str
     name: str
 
