@@ -1,7 +1,8 @@
 """Lowering-rule registries: how each primitive becomes loop IR. Extend them for your
-primitives in ``lowering/<family>.py`` (and list a new module in
-``lowering.pipeline.RULE_MODULES``: they are imported on the first ``jit``); a primitive with no rule still works under jit as a *host step* (its
-NumPy impl on whole arrays), and ``jitted.lower(...).as_text()`` says so.
+primitives in ``lowering/<family>.py`` (a new module is listed in
+``lowering.pipeline.RULE_MODULES``: they are imported on the first ``jit``); a primitive
+with no rule still works under jit as a *host step* (its NumPy impl on whole arrays), and
+``jitted.lower(...).as_text()`` says so.
 
 Four registries, tried in this order for an equation ``outs = prim[params] ins``; a rule
 that raises ``NotLowerable`` (say, for complex operands) passes the equation on to the
@@ -53,6 +54,19 @@ Worked example -- a new element-wise primitive ``erfc_p`` (float operands)::
         x64 = ctx.cast(x, np.float64)
         return ctx.cast(ctx.call("math.erfc", x64, dtype=np.float64), ctx.out_avals[0].dtype)
     scalar_exprs[erfc_p] = _erfc_lower
+
+and a structured one -- a library call of a new kind, implemented by the backend::
+
+    # lowering/<family>.py: what to compute (static params: hashable values)
+    def _cumlog_lower(ctx, in_avals, out_avals, x, *, axis):
+        return ctx.library_call("cumlog (sequential scan)", "cumlog", [x], out_avals,
+                                axis=axis)
+    lowering_rules[cumlog_p] = _cumlog_lower
+
+    # the backend's library module: how (NumPy arrays in, a list of arrays out)
+    @register("cumlog")
+    def cumlog_call(x, *, axis):
+        return [np.log(np.cumsum(x, axis=axis))]
 
 A scalar helper with the eager semantics where the backend's scalar code differs is
 referenced by a backend-neutral name: ``ctx.call("scalar.idiv_s", x, y, dtype=...)``,
