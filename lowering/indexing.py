@@ -10,8 +10,8 @@ The scatter family runs as a library call of kind ``"scatter"`` (``op``: 0 repla
 2 sub, 3 mul, 4 min, 5 max, plus the primitive's params): the backend computes each update
 window's start (clamped, or a keep flag for dropped windows) and a compiled kernel applies
 the windows in order (row-major over the update scatter dimensions, so the last of
-repeated indices wins for replace, as in the eager impl). float16 operands and user update computations keep
-the eager impl.
+repeated indices wins for replace, as in the eager impl). float16 operands and user
+update computations keep the eager impl.
 """
 from __future__ import annotations
 
