@@ -90,7 +90,7 @@ def _sign(ctx, x):
     if dt.kind == "u":
         return ctx.cast(ctx.op("ne", x, ctx.const(0, dt)), dt)
     if dt.kind == "f":
-        return ctx.call("numba_backend.scalar.sign_f", x, dtype=dt)
+        return ctx.call("scalar.sign_f", x, dtype=dt)
     zero, one, mone = ctx.const(0, dt), ctx.const(1, dt), ctx.const(-1, dt)
     return ctx.select(ctx.op("gt", x, zero), one,
                       ctx.select(ctx.op("lt", x, zero), mone, zero))
@@ -117,8 +117,8 @@ for _p, _fn, _cplx in [(ew.floor_p, "np.floor", False), (ew.ceil_p, "np.ceil", F
     scalar_exprs[_p] = _float_call(_fn, _cplx)
 
 
-# Vectorizable versions (numba_backend.vecmath, pasted into the loop) where the scalar
-# libm call would keep the loop scalar; float16 goes through float32 like NumPy's loops.
+# Vectorizable versions (the backend's "vecmath" helpers, pasted into the loop) where the
+# scalar libm call would keep the loop scalar; float16 goes through float32 like NumPy's loops.
 _VECMATH = {
     (ew.exp_p, "f4"): "exp_f32", (ew.exp_p, "f2"): "exp_f32", (ew.exp_p, "f8"): "exp_f64",
     (ew.log_p, "f4"): "log_f32", (ew.log_p, "f2"): "log_f32",
@@ -132,7 +132,7 @@ def _vecmath_or(prim, fallback):
         name = _VECMATH.get((prim, _dt(x).str[1:]))
         if name is None:
             return fallback(ctx, x)
-        return ctx.call(f"numba_backend.vecmath.{name}", x, dtype=_dt(x))
+        return ctx.call(f"vecmath.{name}", x, dtype=_dt(x))
     return rule
 
 
@@ -150,7 +150,7 @@ scalar_exprs[ew.atan2_p] = _atan2
 def _round(ctx, x, *, rounding_method):
     if rounding_method == ew.RoundingMethod.TO_NEAREST_EVEN:
         return ctx.call("np.rint", x, dtype=_dt(x))
-    return ctx.call("numba_backend.scalar.round_away", x, dtype=_dt(x))
+    return ctx.call("scalar.round_away", x, dtype=_dt(x))
 
 
 scalar_exprs[ew.round_p] = _round
@@ -206,7 +206,7 @@ def _popcount(ctx, x):
     dt = _dt(x)
     u = ctx.op("cast", ctx.op("bitcast", x, dtype=np.dtype(f"u{dt.itemsize}")),
                dtype=np.uint64)
-    return ctx.cast(ctx.call("numba_backend.scalar.popcount", u, dtype=np.int64), dt)
+    return ctx.cast(ctx.call("scalar.popcount", u, dtype=np.int64), dt)
 
 
 def _clz(ctx, x):
@@ -214,7 +214,7 @@ def _clz(ctx, x):
     u = ctx.op("cast", ctx.op("bitcast", x, dtype=np.dtype(f"u{dt.itemsize}")),
                dtype=np.uint64)
     bits = ctx.const(dt.itemsize * 8, np.int64)
-    return ctx.cast(ctx.call("numba_backend.scalar.clz", u, bits, dtype=np.int64), dt)
+    return ctx.cast(ctx.call("scalar.clz", u, bits, dtype=np.int64), dt)
 
 
 scalar_exprs[ew.population_count_p] = _popcount
@@ -222,22 +222,22 @@ scalar_exprs[ew.clz_p] = _clz
 
 
 def _real(ctx, x):
-    return ctx.call("numba_backend.scalar.real", x, dtype=ctx.out_avals[0].dtype)
+    return ctx.call("scalar.real", x, dtype=ctx.out_avals[0].dtype)
 
 
 def _imag(ctx, x):
-    return ctx.call("numba_backend.scalar.imag", x, dtype=ctx.out_avals[0].dtype)
+    return ctx.call("scalar.imag", x, dtype=ctx.out_avals[0].dtype)
 
 
 def _conj(ctx, x, *, input_dtype):
     out = ctx.out_avals[0].dtype
     if _dt(x).kind != "c":
         return ctx.cast(x, out)
-    return ctx.call("numba_backend.scalar.conj", x, dtype=out)
+    return ctx.call("scalar.conj", x, dtype=out)
 
 
 def _complex(ctx, x, y):
-    return ctx.call("numba_backend.scalar.make_complex", x, y, dtype=ctx.out_avals[0].dtype)
+    return ctx.call("scalar.make_complex", x, y, dtype=ctx.out_avals[0].dtype)
 
 
 scalar_exprs[ew.real_p] = _real
@@ -251,7 +251,7 @@ def _total_key(ctx, x):
     if dt.kind != "f":
         return x
     fn = {2: "total_key_16", 4: "total_key_32", 8: "total_key_64"}[dt.itemsize]
-    return ctx.call(f"numba_backend.scalar.{fn}", x, dtype=np.dtype(f"i{dt.itemsize}"))
+    return ctx.call(f"scalar.{fn}", x, dtype=np.dtype(f"i{dt.itemsize}"))
 
 
 def _total_compare(name):

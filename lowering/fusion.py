@@ -193,10 +193,9 @@ class _KernelBuilder:
 # --------------------------------------- the pass ----------------------------------------
 
 class _Fuser(StructuredContext):
-    def __init__(self, closed, sub_factory=None):
+    def __init__(self, closed):
         self.closed = closed
         self.jaxpr = closed.jaxpr
-        self.sub_factory = sub_factory
         self.buffers: dict = {}
         self.names: dict = {}           # var -> buffer name
         self.steps: list = []           # KernelBuilder | LibraryCall | HostStep
@@ -223,26 +222,22 @@ class _Fuser(StructuredContext):
         return name
 
     # -- StructuredContext --
-    def library_call(self, name, fn, ins, out_avals, **static):
+    def library_call(self, name, kind, ins, out_avals, **static):
+        if not isinstance(kind, str):
+            raise TypeError(f"library_call({name!r}): kind must be a string naming the "
+                            f"operation (got {type(kind).__name__})")
+        in_avals = tuple(self.buffers[i] for i in ins)
         outs = tuple(self._new_buffer(a) for a in out_avals)
-        step = LibraryCall(name, fn, tuple(ins), outs, tuple(sorted(static.items())),
-                           self._current_text)
+        step = LibraryCall(name, kind, tuple(ins), outs, tuple(sorted(static.items())),
+                           in_avals, tuple(out_avals), self._current_text)
         for o in outs:
             self.step_of[o] = len(self.steps)
         self.steps.append(step)
         return list(outs)
 
     def lower_subjaxpr(self, closed_jaxpr):
-        if self.sub_factory is not None:
-            return self.sub_factory(closed_jaxpr)
-        from tracer.core import new_base_main
-        from tracer.jaxpr import eval_jaxpr
-
-        def run(*arrays):
-            with new_base_main():
-                outs = eval_jaxpr(closed_jaxpr.jaxpr, closed_jaxpr.consts, *arrays)
-            return [np.asarray(o) for o in outs]
-        return run
+        from lowering import pipeline    # (pipeline imports this module)
+        return pipeline.lower(closed_jaxpr)
 
     # -- main --
     def run(self) -> Program:
@@ -368,8 +363,8 @@ class _Fuser(StructuredContext):
         if name == "reshape" or unit_transpose or (
                 name == "broadcast_in_dim" and x.aval.size == out.size):
             shape = tuple(out.shape)
-            buf = self.library_call(f"view {name} -> {out.str_short()}", _Reshape(shape),
-                                    [self.names[x]], [out])[0]
+            buf = self.library_call(f"view {name} -> {out.str_short()}", "reshape_view",
+                                    [self.names[x]], [out], shape=shape)[0]
             self.names[v] = buf
             return True
         return False
@@ -536,16 +531,6 @@ def _is_view_of(eqn, mat) -> bool:
     return (eqn.primitive.name == "reshape" and isinstance(x, Var) and x in mat)
 
 
-class _Reshape:
-    """``x.reshape(shape)``: a view of a C-contiguous array."""
-
-    def __init__(self, shape):
-        self.shape = shape
-
-    def __call__(self, x):
-        return [x.reshape(self.shape)]
-
-
-def fuse(closed, sub_factory=None) -> Program:
+def fuse(closed) -> Program:
     """The Program of an optimized ClosedJaxpr (see the module docstring)."""
-    return _Fuser(closed, sub_factory).run()
+    return _Fuser(closed).run()

@@ -6,11 +6,12 @@ start indices, clamped into range (XLA's rule), so every load is in bounds by
 construction. FILL_OR_DROP gathers select the fill value for out-of-range slices (the
 load itself still uses the clamped index).
 
-The scatter family runs as a library call: NumPy computes each update window's start
-(clamped, or a keep flag for dropped windows) and a Numba kernel applies the windows in
-order (row-major over the update scatter dimensions, so the last of repeated indices wins
-for replace, as in the eager impl). float16 operands and user update computations keep
-the eager impl.
+The scatter family runs as a library call of kind ``"scatter"`` (``op``: 0 replace, 1 add,
+2 sub, 3 mul, 4 min, 5 max, plus the primitive's params): the backend computes each update
+window's start (clamped, or a keep flag for dropped windows) and a compiled kernel applies
+the windows in order (row-major over the update scatter dimensions, so the last of
+repeated indices wins for replace, as in the eager impl). float16 operands and user
+update computations keep the eager impl.
 """
 from __future__ import annotations
 
@@ -127,51 +128,13 @@ _OPS = {ix.scatter_p: 0, ix.scatter_add_p: 1, ix.scatter_sub_p: 2, ix.scatter_mu
         ix.scatter_min_p: 4, ix.scatter_max_p: 5}
 
 
-def _scatter_windows(operand_shape, indices, updates, dn, mode):
-    """Per update window (row-major over the scatter dims): its operand start (clamped in
-    CLIP mode), whether it is applied, and its elements as rows [W, window size]."""
-    rank = len(operand_shape)
-    batch_shape = indices.shape[:-1]
-    wd = ix._scatter_window_dims(rank, dn)
-    uwd = dn.update_window_dims
-    win = np.ones(rank, np.int64)
-    for d, k in zip(wd, uwd):
-        win[d] = updates.shape[k]
-    starts = ix._full_starts(indices, rank, dn.scatter_dims_to_operand_dims,
-                             dn.operand_batching_dims, dn.scatter_indices_batching_dims)
-    upper = np.asarray(operand_shape, np.int64) - win
-    if mode == ix.CLIP:
-        keep = np.broadcast_to(np.all(upper >= 0), batch_shape)
-        starts = np.clip(starts, 0, np.maximum(upper, 0))
-    else:
-        keep = np.all((starts >= 0) & (starts <= upper), axis=-1)
-    usd = [d for d in range(updates.ndim) if d not in uwd]
-    n_w = int(np.prod(batch_shape, dtype=np.int64))
-    rows = np.ascontiguousarray(np.transpose(updates, usd + list(uwd))).reshape(n_w, -1)
-    return (np.ascontiguousarray(starts.reshape(n_w, rank)),
-            np.ascontiguousarray(keep.reshape(n_w)), rows, win)
-
-
-def _scatter_call(operand, indices, updates, *, op, dimension_numbers, mode, **_):
-    out = np.array(operand, copy=True, order="C")
-    if out.size == 0 or updates.size == 0:
-        return [out]
-    starts, keep, rows, win = _scatter_windows(operand.shape, indices, updates,
-                                               dimension_numbers, mode)
-    strides = np.asarray([s // out.itemsize for s in out.strides], np.int64) if out.ndim \
-        else np.zeros(0, np.int64)
-    from numba_backend.indexing_kernels import scatter_windows
-    scatter_windows(out.reshape(-1), strides, starts, keep, rows, win, op)
-    return [out]
-
-
 def _scatter_lower(prim):
     def rule(ctx, in_avals, out_avals, operand, indices, updates, **params):
         if params["update_jaxpr"] is not None or in_avals[0].dtype == np.float16:
             raise NotLowerable(f"{prim.name}: user update computations and float16 run "
                                "the eager impl")
         name = f"{prim.name} (Numba window loop, {params['mode'].name.lower()})"
-        return ctx.library_call(name, _scatter_call, [operand, indices, updates], out_avals,
+        return ctx.library_call(name, "scatter", [operand, indices, updates], out_avals,
                                 op=_OPS[prim], **params)
     return rule
 

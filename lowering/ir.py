@@ -4,8 +4,9 @@ A ``Program`` is a list of steps over named buffers (NumPy arrays at run time):
 
 - ``KernelStep``: one fused loop nest (a ``Kernel``) with the runtime integers and floats
   it needs (extents, slice starts, literals that depend on shapes);
-- ``LibraryCall``: a call of a Python function on whole arrays (dot_general on BLAS,
-  sort, FFT...; see ``lowering.rules``);
+- ``LibraryCall``: a whole-array operation named by a ``kind`` ("dot_general", "sort",
+  "scatter", "conv_general_dilated", "reshape_view", "scan"/"while"/"cond", ...) with its
+  static params and avals; the backend implements each kind (``lowering.rules``);
 - ``HostStep``: a primitive without a lowering yet, run through its NumPy impl.
 
 A ``Kernel`` is shape-generic: its iteration space has ``ndim`` dims whose extents are the
@@ -16,14 +17,18 @@ outputs are element-wise ``Store``s over the whole iteration space and ``Reducti
 
 - ``Const(value, dtype)``, ``IParam(slot)``, ``FParam(slot, dtype)``, ``LoopIndex(dim)``,
 - ``Load(arg, index, dtype)``: kernel input ``arg`` at a tuple of int64 index expressions,
-- ``Op(op, args, dtype)``: one of ``SCALAR_OPS`` (dtype semantics in ``numba_backend.codegen``),
-- ``Call(fn, args, dtype)``: any function Numba can call on scalars (``np.sin``, a
-  ``register_jitable`` helper), its result cast to ``dtype``,
+- ``Op(op, args, dtype)``: one of ``SCALAR_OPS`` (dtype semantics: the eager impls'; the
+  backend's code generator lists them),
+- ``Call(fn, args, dtype)``: a scalar function named by a ``FnRef`` (``np.sin``, a
+  backend helper such as ``scalar.sign_f``), its result cast to ``dtype``,
 - ``AccRef(slot, dtype)``: the running accumulator inside a reduction's combine.
 
 Every node carries ``origin`` (the jaxpr equation it comes from, for comments in the
 generated source); ``origin`` is not part of equality, so CSE merges equal nodes.
 Index expressions are int64 ``Expr``s; ``+ - * // %`` on them build ``Op`` nodes.
+
+Everything here is data: no step holds a Python callable, and nothing in ``lowering``
+imports a backend. A backend turns a Program into running code.
 """
 from __future__ import annotations
 
@@ -166,9 +171,11 @@ class Op(Expr):
 
 @dataclass(frozen=True)
 class FnRef:
-    """A scalar function callable from generated code: ``module.name`` (``np.sin``,
-    ``math.erf``, or a ``numba.extending.register_jitable`` function in an importable
-    module, e.g. ``numba_backend.scalar.int_div``)."""
+    """A scalar function callable from generated code, by name: ``module.name``.
+    ``module`` is ``numpy``/``math`` (``np.sin``, ``math.erf``), one of the backend's
+    helper modules named neutrally (``scalar.sign_f``, ``vecmath.exp_f32``: the backend
+    maps ``scalar``/``vecmath`` to its own modules), or an importable module whose
+    functions the backend can call (``lax.special_kernels.lgamma_f64``)."""
     module: str
     name: str
 
@@ -322,7 +329,7 @@ class Reduction:
     run's pairwise sum.
 
     ``summands`` (float and complex sums): the element's value to be added, one per
-    accumulator. Such a sum is added up in NumPy's order (``numba_backend.codegen``):
+    accumulator. Such a sum is added up in NumPy's order (by the backend's code generator):
     along the innermost run of reduced dims by NumPy's pairwise summation, each run's sum
     then ``merge``d into the accumulator, else one element at a time with ``combine``.
     ``round_dtype`` (float16 sums and products): the accumulators are rounded to it where
@@ -435,19 +442,52 @@ class KernelStep:
 
 @dataclass(frozen=True)
 class LibraryCall:
-    """``fn(*in_arrays, **dict(params)) -> list of out arrays`` (cast to the output avals
-    by the executor). ``name`` is shown by ``as_text``."""
+    """A whole-array operation the backend implements: ``kind`` names it, ``params`` are
+    its static parameters (sorted (name, value) pairs), ``in_avals``/``out_avals`` the
+    avals of ``ins``/``outs`` (buffer names). The backend maps ``kind`` to code that
+    computes ``outs`` from the arrays of ``ins`` (results are cast to ``out_avals``).
+
+    Kinds made by the rules of this package (params in each rule's module): "reshape_view"
+    (``shape``), "dot_general", "conv_general_dilated", "sort", "top_k", "scatter",
+    "reduce_window", "select_and_scatter_add", "select_and_gather_add", "cumulative",
+    "threefry2x32", "rng_bit_generator", and "scan"/"while"/"cond" (``spec``, a
+    ``ControlFlowSpec``). ``name`` is what ``as_text`` shows."""
     name: str
-    fn: Callable
+    kind: str
     ins: tuple
     outs: tuple
     params: tuple = ()
+    in_avals: tuple = ()
+    out_avals: tuple = ()
     text: str = ""
+
+
+class ControlFlowSpec:
+    """The static data of a control-flow library call: ``kind`` ("scan", "while", "cond"),
+    the lowered sub-programs (scan: the body; while: cond, body; cond: the branches),
+    the primitive's params (without its jaxprs) and the operand/result avals. Compared
+    by identity (a backend may cache what it builds for a spec)."""
+
+    def __init__(self, kind, programs, params, in_avals, out_avals):
+        self.kind = kind
+        self.programs = tuple(programs)
+        self.params = dict(params)
+        self.in_avals = tuple(in_avals)
+        self.out_avals = tuple(out_avals)
+
+    def describe(self) -> str:
+        p = self.params
+        if self.kind == "scan":
+            return (f"scan[length={p['length']} num_consts={p['num_consts']} "
+                    f"num_carry={p['num_carry']} reverse={p['reverse']}]")
+        if self.kind == "while":
+            return f"while[cond_nconsts={p['cond_nconsts']} body_nconsts={p['body_nconsts']}]"
+        return f"cond[{len(self.programs)} branches]"
 
 
 @dataclass(frozen=True)
 class HostStep:
-    """A primitive without a Numba lowering: its NumPy impl runs on whole arrays."""
+    """A primitive without a lowering: its NumPy impl runs on whole arrays."""
     primitive: Any
     params: tuple       # sorted (name, value) pairs
     ins: tuple          # buffer names or ('lit', value) for literals
@@ -563,8 +603,10 @@ def pp_program(p: Program) -> str:
                 lines.append(f"        # {t}")
             lines.append("      " + pp_kernel(s.kernel, "        ").replace("\n", "\n      "))
         elif isinstance(s, LibraryCall):
+            # a control-flow spec is summarized by the call's name
+            shown = {k: v for k, v in s.params if not isinstance(v, ControlFlowSpec)}
             lines.append(f"  [{i}] {outs} = library_call {s.name}({', '.join(s.ins)})"
-                         + (f" {dict(s.params)}" if s.params else ""))
+                         + (f" {shown}" if shown else ""))
         elif isinstance(s, HostStep):
             ins = ", ".join(x if isinstance(x, str) else repr(x[1]) for x in s.ins)
             lines.append(f"  [{i}] {outs} = host_step {s.primitive.name}({ins})  "

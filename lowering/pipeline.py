@@ -13,14 +13,15 @@
       -> verify           (TRACER_VERIFY_IR=1) check the loop IR
     Program
 
-``numba_backend`` turns the Program into source, compiled code and an Executable.
+The Program is data (``lowering.ir``); a backend turns it into source, compiled code and
+an Executable. The rules each equation is lowered by are registered by the modules of
+``RULE_MODULES``, imported on the first ``lower``.
 """
 from __future__ import annotations
 
 import importlib
 import logging
 import os
-import pkgutil
 
 from lowering import fusion, passes, schedule, verify
 from lowering.ir import Program
@@ -36,6 +37,16 @@ JAXPR_PASSES = (
     passes.dce,
 )
 
+# The modules of this package that register lowering rules (``lowering.rules``), one per
+# family of primitives. A new family module must be listed here (tests/lowering/
+# test_layering.py checks that every module of the package is either listed or one of
+# the pipeline's own).
+RULE_MODULES = (
+    "elementwise", "integer_ops", "special", "special_extra", "shapes", "indexing",
+    "reductions", "linalg", "convolution", "windowed", "sort", "random_bits",
+    "control_flow", "solves", "tokens",
+)
+
 _rules_loaded = False
 
 
@@ -43,21 +54,20 @@ failed_rule_modules: dict = {}
 
 
 def load_rule_modules() -> None:
-    """Import every module of the ``lowering`` package once: each registers its rules. A
-    module that fails to import is reported (``failed_rule_modules``, a logged warning);
-    its primitives then run as host steps, the rest of jit keeps working."""
+    """Import every module of ``RULE_MODULES`` once: each registers its rules. A module
+    that fails to import is reported (``failed_rule_modules``, a logged warning); its
+    primitives then run as host steps, the rest of jit keeps working."""
     global _rules_loaded
     if _rules_loaded:
         return
-    import lowering
-    for info in sorted(pkgutil.iter_modules(lowering.__path__), key=lambda m: m.name):
+    for name in RULE_MODULES:
         try:
-            importlib.import_module(f"lowering.{info.name}")
+            importlib.import_module(f"lowering.{name}")
         except Exception as e:
-            failed_rule_modules[info.name] = e
+            failed_rule_modules[name] = e
             logging.getLogger("tracer").warning(
                 "tracer: lowering rules in lowering/%s.py failed to load (%s: %s); its "
-                "primitives run as host steps", info.name, type(e).__name__, e)
+                "primitives run as host steps", name, type(e).__name__, e)
     _rules_loaded = True
 
 
@@ -67,12 +77,11 @@ def optimize(closed: ClosedJaxpr) -> ClosedJaxpr:
     return closed
 
 
-def lower(closed: ClosedJaxpr, sub_factory=None) -> Program:
-    """ClosedJaxpr -> Program (see the module docstring). ``sub_factory(closed_jaxpr)``
-    makes the callables behind ``StructuredContext.lower_subjaxpr``."""
+def lower(closed: ClosedJaxpr) -> Program:
+    """ClosedJaxpr -> Program (see the module docstring)."""
     load_rule_modules()
     opt = optimize(closed)
-    program = fusion.fuse(opt, sub_factory)
+    program = fusion.fuse(opt)
     program = schedule.flatten(program)
     if os.environ.get("TRACER_VERIFY_IR", "") not in ("", "0"):
         verify.check_program(program)

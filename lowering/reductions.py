@@ -60,7 +60,7 @@ def _and_identity(dt):
 
 
 def _float_minmax(op, fallback):
-    """Float max/min reduced over integer keys (numba_backend.vecmath.max_key_*): the loop
+    """Float max/min reduced over integer keys (the helpers "vecmath.max_key_*"): the loop
     vectorizes, NaN still propagates, and -0.0 < +0.0."""
     def rule(ctx, x, *, axes):
         dt = np.dtype(x.dtype)
@@ -73,11 +73,11 @@ def _float_minmax(op, fallback):
         start_key = _key(start, bits)
 
         def combine(ctx, accs, v, idx):
-            k = ctx.call(f"numba_backend.vecmath.{kind}_key_f{bits}", v, dtype=key_dt)
+            k = ctx.call(f"vecmath.{kind}_key_f{bits}", v, dtype=key_dt)
             return [ctx.op(op, accs[0], k)]
 
         def finals(ctx, accs):
-            return [ctx.call(f"numba_backend.scalar.unkey_f{bits}", accs[0],
+            return [ctx.call(f"scalar.unkey_f{bits}", accs[0],
                              dtype=np.float64 if bits == 64 else np.float32)]
 
         def merge(ctx, accs, parts):

@@ -1,7 +1,8 @@
 """Lowering-rule registries: how each primitive becomes loop IR. Extend them for your
-primitives in ``lowering/<family>.py`` (every module of this package is imported on the
-first ``jit``); a primitive with no rule still works under jit as a *host step* (its
-NumPy impl on whole arrays), and ``jitted.lower(...).as_text()`` says so.
+primitives in ``lowering/<family>.py`` (a new module is listed in
+``lowering.pipeline.RULE_MODULES``: they are imported on the first ``jit``); a primitive
+with no rule still works under jit as a *host step* (its NumPy impl on whole arrays), and
+``jitted.lower(...).as_text()`` says so.
 
 Four registries, tried in this order for an equation ``outs = prim[params] ins``; a rule
 that raises ``NotLowerable`` (say, for complex operands) passes the equation on to the
@@ -32,11 +33,13 @@ next registry, and finally to a host step:
 4. ``lowering_rules[prim]`` -- everything structured (library calls, control flow):
    ``(ctx, in_avals, out_avals, *ins, **params) -> outs`` where ``ins`` are buffer
    names (materialized arrays) and the rule returns the output buffer names made by
-   ``ctx.library_call(name, fn, ins, out_avals, **static)``; ``fn(*arrays, **static)``
-   runs on NumPy arrays and returns the outputs (it may call njit'd code; import Numba
-   lazily inside ``fn`` or in a module that only the backend imports). For sub-jaxprs,
-   ``ctx.lower_subjaxpr(closed_jaxpr)`` returns a callable ``(*arrays) -> [arrays]``
-   running the sub-program through this same pipeline (compiled kernels included).
+   ``ctx.library_call(name, kind, ins, out_avals, **static)``: a ``LibraryCall`` step
+   (``lowering.ir``) that names what to compute -- ``kind``, a string such as "sort" --
+   and its static params; ``name`` is what ``as_text`` shows. The rule holds no code that
+   runs: the backend implements each kind (its registry of library implementations maps
+   ``kind`` to ``fn(*arrays, **static) -> list of arrays``), so a new kind needs an entry
+   there too. For sub-jaxprs, ``ctx.lower_subjaxpr(closed_jaxpr)`` returns their
+   ``Program`` (lowered through this same pipeline), to pass as a static param.
 
 Worked example -- a new element-wise primitive ``erfc_p`` (float operands)::
 
@@ -52,19 +55,32 @@ Worked example -- a new element-wise primitive ``erfc_p`` (float operands)::
         return ctx.cast(ctx.call("math.erfc", x64, dtype=np.float64), ctx.out_avals[0].dtype)
     scalar_exprs[erfc_p] = _erfc_lower
 
-A helper written in Python and callable from Numba (``numba.extending.register_jitable``)
-lives in a module that only the backend imports (``lax`` and ``lowering`` never import
-Numba) and is referenced by name: ``ctx.call("numba_backend.scalar.idiv_s", x, y,
-dtype=...)``. The generated kernel imports it, and the source of that module is hashed
-into the kernel's cache key (a changed helper never reuses a stale compiled kernel). A
-helper marked ``numba_backend.inliner.inline_source`` (straight-line code: assignments and
-a final return) is pasted into the loop instead of called, so the loop still vectorizes
-(``numba_backend.vecmath`` has exp/log/sin/cos this way).
+and a structured one -- a library call of a new kind, implemented by the backend::
+
+    # lowering/<family>.py: what to compute (static params: hashable values)
+    def _cumlog_lower(ctx, in_avals, out_avals, x, *, axis):
+        return ctx.library_call("cumlog (sequential scan)", "cumlog", [x], out_avals,
+                                axis=axis)
+    lowering_rules[cumlog_p] = _cumlog_lower
+
+    # the backend's library module: how (NumPy arrays in, a list of arrays out)
+    @register("cumlog")
+    def cumlog_call(x, *, axis):
+        return [np.log(np.cumsum(x, axis=axis))]
+
+A scalar helper with the eager semantics where the backend's scalar code differs is
+referenced by a backend-neutral name: ``ctx.call("scalar.idiv_s", x, y, dtype=...)``,
+``ctx.call("vecmath.exp_f32", x, ...)``. The backend maps the module names ``scalar``
+and ``vecmath`` to its own helper modules (Numba's: ``register_jitable`` functions, or
+straight-line functions pasted into the loop so that it still vectorizes), imports them
+in the generated kernel and hashes their source into the kernel's cache key (a changed
+helper never reuses a stale compiled kernel). ``lax`` and ``lowering`` never import
+Numba or the backend.
 
 Dtype rules (the eager NumPy impl is the reference): operands arrive with their jaxpr
 dtypes; float16 values are carried as float32 rounded to float16 after every op (the
 codegen does this for ``ctx.op``; a ``ctx.call`` returning float16 is rounded once);
-integer ops wrap; ``ctx.op`` semantics are listed in ``numba_backend.codegen``.
+integer ops wrap; ``ctx.op`` semantics are listed in the backend's code generator.
 """
 from __future__ import annotations
 
@@ -159,9 +175,10 @@ class ExprContext:
         return self.op("select", pred, on_true, on_false)
 
     def call(self, fn, *args: Expr, dtype=None) -> Expr:
-        """``fn(*args)`` for a scalar function Numba can call ("np.exp", "math.erf", a
-        register_jitable helper given as "module.name" or the function itself); the
-        result is cast to ``dtype`` (default: the first output's dtype)."""
+        """``fn(*args)`` for a scalar function named "module.name" ("np.exp", "math.erf",
+        a backend helper "scalar.sign_f" / "vecmath.exp_f32", a kernel of an importable
+        module "lax.special_kernels.lgamma_f64"); the result is cast to ``dtype``
+        (default: the first output's dtype)."""
         dtype = self.out_avals[0].dtype if dtype is None else _np_dtype(dtype)
         return Call(FnRef.of(fn), tuple(args), dtype, self.origin)
 
@@ -236,10 +253,15 @@ class ReductionSpec:
 class StructuredContext:
     """What ``lowering_rules`` build steps with (implemented by ``lowering.fusion``)."""
 
-    def library_call(self, name: str, fn: Callable, ins, out_avals, **static):
+    def library_call(self, name: str, kind: str, ins, out_avals, **static) -> list:
+        """Append a ``LibraryCall`` of ``kind`` on buffers ``ins`` with the static params
+        ``static`` (hashable values, or data such as a ``ControlFlowSpec``); returns the
+        names of its new output buffers (avals ``out_avals``)."""
         raise NotImplementedError
 
     def lower_subjaxpr(self, closed_jaxpr):
+        """The ``Program`` of a sub-jaxpr (a loop body, a branch), lowered through the
+        whole pipeline."""
         raise NotImplementedError
 
 

@@ -7,7 +7,16 @@
   ``pairwise``: NumPy's pairwise summation (the order of every compiled float sum);
 - ``cache``: kernels keyed by a hash of their source, written to the cache directory and
   compiled with ``cache=True`` (shared across programs, shapes and processes);
-- ``executor``: runs a Program's steps, with the NumPy / compiled tiers.
+- ``executor``: runs a Program's steps, with the NumPy / compiled tiers;
+- ``library``: the implementation of every library-call kind (``library_impls``: conv,
+  sort, scatter, windowed, random bits, dot_general, views, control flow), over the
+  kernel modules ``conv_kernels``, ``sort_kernels``, ``indexing_kernels``,
+  ``window_kernels``, ``random_kernels``;
+- ``control_flow``: scan/while/cond as generated driver functions (or Python loops
+  around the bodies' Executables), one runner per ``ControlFlowSpec``.
+
+``lowering`` (the compiler's data and passes) never imports this package; this package
+imports ``lowering.ir`` and reads the Programs it makes.
 
 Importing this package imports Numba (``import tracer`` does not; the first jit does).
 """

@@ -29,11 +29,22 @@ from contextlib import contextmanager
 import numpy as np
 
 from numba_backend import inliner
-from lowering.ir import (AccRef, Call, Const, FParam, IParam, Kernel, Load, LoopIndex, PartRef,
-                         Op, children, reduce_run, walk)
+from lowering.ir import (AccRef, Call, Const, FnRef, FParam, IParam, Kernel, Load, LoopIndex,
+                         PartRef, Op, children, reduce_run, walk)
 from numba_backend import pairwise
 
 RT = "rt"      # alias of numba_backend.scalar in generated code
+
+# The backend-neutral helper modules that lowering rules name in ``ctx.call`` (e.g.
+# ``"scalar.sign_f"``, ``"vecmath.exp_f32"``) and the modules of this backend that
+# implement them; any other module name is imported as it is (``lax.special_kernels``).
+HELPER_MODULES = {"scalar": "numba_backend.scalar", "vecmath": "numba_backend.vecmath"}
+
+
+def resolve(fnref: FnRef) -> FnRef:
+    """The importable function behind a ``Call``'s ``FnRef``."""
+    mod = HELPER_MODULES.get(fnref.module)
+    return fnref if mod is None else FnRef(mod, fnref.name)
 PW = "pw"      # alias of numba_backend.pairwise
 CHUNKS = 64    # chunks of a parallel reduction over everything
 F16 = np.dtype(np.float16)
@@ -399,6 +410,7 @@ class _KernelGen:
 
     # -- naming --
     def _fn_alias(self, fnref) -> str:
+        fnref = resolve(fnref)
         mod = fnref.module
         if mod in ("numpy", "np"):
             return f"np.{fnref.name}"
@@ -463,10 +475,11 @@ class _KernelGen:
             if origin and origin != last_origin[lv]:
                 blocks[lv].append(f"# {origin}")
                 last_origin[lv] = origin
-            if isinstance(n, Call) and inliner.is_inline(n.fn.module, n.fn.name):
+            ref = resolve(n.fn) if isinstance(n, Call) else None
+            if ref is not None and inliner.is_inline(ref.module, ref.name):
                 # pasted in: a call LLVM would not inline keeps the loop scalar
-                fn = getattr(importlib.import_module(n.fn.module), n.fn.name)
-                blocks[lv].append(f"# {n.fn} (inlined)")
+                fn = getattr(importlib.import_module(ref.module), ref.name)
+                blocks[lv].append(f"# {ref} (inlined)")
                 blocks[lv].extend(inliner.expand(fn, [expr(a) for a in n.args], f"{name}_ret",
                                                  f"{name}_l_", self.array_imports))
                 code = _cast_result(f"{name}_ret", n.dtype)
@@ -919,7 +932,8 @@ class _KernelGen:
             return op_code(n.op, [self._final_code(a, part) for a in n.args],
                            [a.dtype for a in n.args], n.dtype)
         if isinstance(n, Call):
-            if inliner.is_inline(n.fn.module, n.fn.name):
+            ref = resolve(n.fn)
+            if inliner.is_inline(ref.module, ref.name):
                 raise TypeError("codegen: an inline_source function in a reduction's final "
                                 "expression; use a register_jitable helper")
             return call_code(self._fn_alias(n.fn), [self._final_code(a, part) for a in n.args],

@@ -1,8 +1,9 @@
 """Compiled control flow: ``scan``, ``while`` and ``cond`` as generated Numba functions.
 
-``lowering.control_flow`` turns each control-flow equation into a library call holding
-the lowered Programs of its sub-jaxprs. Here such a call becomes one generated module with
-a function ``driver(IP, FP, *operands, *consts)``: the sub-programs' steps are emitted as
+``lowering.control_flow`` turns each control-flow equation into a library call of kind
+"scan", "while" or "cond" whose ``spec`` (``lowering.ir.ControlFlowSpec``) holds the
+lowered Programs of its sub-jaxprs. Here such a call becomes one generated module with a
+function ``driver(IP, FP, *operands, *consts)``: the sub-programs' steps are emitted as
 statements inside a real ``for`` (scan), ``while`` (while) or ``if``/``elif`` (cond), in
 the order the Program lists them:
 
@@ -10,7 +11,9 @@ the order the Program lists them:
   the kernel module that ``numba_backend.cache`` wrote), passing its runtime integers and
   floats as slices of ``IP``/``FP``;
 - a ``dot_general`` library call calls a generated helper (BLAS through ``np.dot`` on
-  contiguous (batch, free, contracting) views, integer types by loops);
+  contiguous (batch, free, contracting) views, integer types by loops), from the step's
+  avals and params;
+- a ``reshape_view`` library call is a reshape of the buffer;
 - a nested control-flow call is emitted inline: nested loops are nested loops.
 
 Carries are variables rebound each iteration (every step writes fresh buffers, so nothing
@@ -25,6 +28,9 @@ the whole loop run in Python (``HostRunner``): the body's own Executable (compil
 kernels) is called once per iteration. The tiers of ``config.jit_compile`` apply: "none"
 and ``debug_kernels`` use the host loop, "async" uses it while the driver compiles in the
 background, "sync" compiles first.
+
+The runner of a spec (``runner_for``: a ``CompiledRunner`` or ``HostRunner``) is built on
+the call's first run and kept while the spec lives (the Program holding it).
 """
 from __future__ import annotations
 
@@ -35,10 +41,10 @@ import os
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 
-from lowering.control_flow import ControlFlowCall, TaggedCall
 from lowering.ir import HostStep, KernelStep, LibraryCall
 from numba_backend import cache, codegen
 from numba_backend.compile_worker import array_spec, dispatcher, numba_types
@@ -214,16 +220,19 @@ class _Gen:
         return name
 
     def library_step(self, step, prog, env):
-        fn = step.fn
+        """The library calls with a compiled form; any other kind makes the loop run in
+        Python (``NotCompilable``)."""
         ins = [env[x] for x in step.ins]
-        if isinstance(fn, ControlFlowCall):
-            self.line(f"# {fn.spec.describe()}")
-            outs = self.control(fn.spec, ins)
-        elif isinstance(fn, TaggedCall) and fn.kind == "dot_general":
-            outs = [self.dot(fn, ins)]
-        elif type(fn).__name__ == "_Reshape" and hasattr(fn, "shape"):
+        params = dict(step.params)
+        if step.kind in ("scan", "while", "cond"):
+            spec = params["spec"]
+            self.line(f"# {spec.describe()}")
+            outs = self.control(spec, ins)
+        elif step.kind == "dot_general":
+            outs = [self.dot(step, ins)]
+        elif step.kind == "reshape_view":
             v = self.fresh("v")
-            self.line(f"{v} = {ins[0]}.reshape({self.dims(fn.shape)})")
+            self.line(f"{v} = {ins[0]}.reshape({self.dims(params['shape'])})")
             outs = [v]
         else:
             raise NotCompilable(f"library call {step.name}")
@@ -326,13 +335,13 @@ class _Gen:
         return res
 
     # -- dot_general --
-    def dot(self, call, ins):
-        lhs_a, rhs_a = call.in_avals
-        (out_a,) = call.out_avals
+    def dot(self, step, ins):
+        lhs_a, rhs_a = step.in_avals
+        (out_a,) = step.out_avals
         dts = {np.dtype(lhs_a.dtype), np.dtype(rhs_a.dtype), np.dtype(out_a.dtype)}
         if _F16 in dts or lhs_a.dtype != rhs_a.dtype:
             raise NotCompilable("dot_general on float16 or mixed dtypes")
-        name, src = _dot_helper(lhs_a, rhs_a, out_a, call.params["dimension_numbers"])
+        name, src = _dot_helper(lhs_a, rhs_a, out_a, dict(step.params)["dimension_numbers"])
         self.helpers[name] = src
         v = self.alloc(out_a)
         self.line(f"{name}({ins[0]}, {ins[1]}, {v})")
@@ -536,14 +545,15 @@ class CompiledRunner:
     the driver is still compiling in the background)."""
 
     def __init__(self, spec, driver, ip, fp, consts, host):
-        self.spec = spec
+        # what it needs of the spec, not the spec (``runner_for`` caches by the spec)
+        self.kind, self.in_avals, self.out_avals = spec.kind, spec.in_avals, spec.out_avals
         self.driver = driver
         self.ip, self.fp, self.consts = ip, fp, consts
         self.host = host
 
     def _sig_spec(self) -> list:
         return ([array_spec(self.ip.dtype, 1, True), array_spec(self.fp.dtype, 1, True)]
-                + [array_spec(a.dtype, a.ndim, True) for a in self.spec.in_avals]
+                + [array_spec(a.dtype, a.ndim, True) for a in self.in_avals]
                 + [array_spec(c.dtype, c.ndim, True) for c in self.consts])
 
     def _job(self) -> dict:
@@ -558,7 +568,7 @@ class CompiledRunner:
     def _host_seconds(self) -> float:
         """About how long the Python loop would take: the NumPy tier costs some
         microseconds per equation of the body and iteration."""
-        p = self.spec.params
+        p = self.host.params
         eqns = sum(len(ex.program.jaxpr.jaxpr.eqns) for ex in self.host.exes)
         return p.get("length", 1) * eqns * _SECONDS_PER_EQN
 
@@ -573,7 +583,7 @@ class CompiledRunner:
                 d.compiled = True
                 stats["drivers_compiled"] += 1
                 if config.log_compiles:
-                    logger.warning("Compiled %s driver %s in %.1f ms", self.spec.kind,
+                    logger.warning("Compiled %s driver %s in %.1f ms", self.kind,
                                    d.key[:12], (time.perf_counter() - t0) * 1e3)
             except Exception as e:   # a bug in the generated code: fall back, loudly
                 if STRICT:
@@ -584,7 +594,7 @@ class CompiledRunner:
         self.driver.failed = e
         logger.warning("tracer: compiling the %s loop %s failed (%s); it runs as a Python "
                        "loop around compiled kernels. This is a bug in tracer's backend; "
-                       "please report it.", self.spec.kind, self.driver.path, e)
+                       "please report it.", self.kind, self.driver.path, e)
 
     def __call__(self, arrays):
         mode = config.jit_compile
@@ -598,12 +608,12 @@ class CompiledRunner:
                 if d.job is None:
                     d.job = pool.submit(self._job(), self._compile)
                 if not d.job.done():
-                    if self.spec.kind == "while":
+                    if self.kind == "while":
                         # the Python loop, until the driver is ready to take the carry over
                         arrays, done = self.host.run_while(arrays, d.job.done)
                         if done:
                             return arrays
-                    elif self.spec.kind == "cond" or self._host_seconds() < _HOST_BUDGET_S:
+                    elif self.kind == "cond" or self._host_seconds() < _HOST_BUDGET_S:
                         return self.host(arrays)
                     # else a long scan: waiting for its compile beats running it in Python
                 reply = d.job.result()
@@ -615,7 +625,7 @@ class CompiledRunner:
                 return self.host(arrays)
         args = [_prep(_to_storage(a)) for a in arrays]
         outs = d.fn(self.ip, self.fp, *args, *self.consts)
-        return [_from_storage(o, a) for o, a in zip(outs, self.spec.out_avals)]
+        return [_from_storage(o, a) for o, a in zip(outs, self.out_avals)]
 
 
 def _prep(a):
@@ -635,51 +645,50 @@ class HostRunner:
 
     def __init__(self, spec):
         from numba_backend.executor import compile_program
-        self.spec = spec
+        # what it needs of the spec, not the spec (``runner_for`` caches by the spec)
+        self.kind, self.params, self.out_avals = spec.kind, dict(spec.params), spec.out_avals
         self.exes = [compile_program(p, f"{spec.kind} body") for p in spec.programs]
         self.why = ""
 
     def __call__(self, arrays):
-        spec = self.spec
-        if spec.kind == "while":
+        if self.kind == "while":
             return self.run_while(arrays, lambda: False)[0]
         stats["host_loops"] += 1
-        p = spec.params
+        p = self.params
         arrays = [np.asarray(a) for a in arrays]
-        if spec.kind == "cond":
+        if self.kind == "cond":
             n = len(self.exes)
             i = int(arrays[0])
             i = n - 1 if i < 0 or i >= n else i
-            return _outs(self.exes[i](arrays[1:]), spec.out_avals)
+            return _outs(self.exes[i](arrays[1:]), self.out_avals)
         nc, nk, n = p["num_consts"], p["num_carry"], p["length"]
         consts, carry, xs = arrays[:nc], arrays[nc:nc + nk], arrays[nc + nk:]
-        y_avals = spec.out_avals[nk:]
+        y_avals = self.out_avals[nk:]
         ys = [np.empty(a.shape, a.dtype) for a in y_avals]
         (ex,) = self.exes
         for k in range(n):
             i = n - 1 - k if p["reverse"] else k
             outs = _outs(ex(consts + carry + [x[i] for x in xs]),
-                         spec.out_avals[:nk] + tuple(a.update(shape=a.shape[1:])
+                         self.out_avals[:nk] + tuple(a.update(shape=a.shape[1:])
                                                      for a in y_avals))
             carry = outs[:nk]
             for y, o in zip(ys, outs[nk:]):
                 y[i] = o
         return carry + ys
 
-
     def run_while(self, arrays, stop):
         """Iterate the while loop until it ends -> (final carry, True), or until
         ``stop()`` -> (operands with the carry reached so far, False): a while loop can
         be resumed from any carry, so the compiled driver can take over mid-loop."""
         stats["host_loops"] += 1
-        p = self.spec.params
+        p = self.params
         arrays = [np.asarray(a) for a in arrays]
         ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
         consts, carry = arrays[:ncc + nbc], arrays[ncc + nbc:]
         cc, bc = consts[:ncc], consts[ncc:]
         cond_ex, body_ex = self.exes
         while bool(np.asarray(cond_ex(cc + carry)[0])):
-            carry = _outs(body_ex(bc + carry), self.spec.out_avals)
+            carry = _outs(body_ex(bc + carry), self.out_avals)
             if stop():
                 return consts + carry, False
         return carry, True
@@ -698,7 +707,27 @@ def _outs(outs, avals):
 def describe_runner(runner) -> str:
     if isinstance(runner, CompiledRunner):
         return runner.driver.text
-    return f"# {runner.spec.kind}: a Python loop around compiled bodies ({runner.why})\n"
+    return f"# {runner.kind}: a Python loop around compiled bodies ({runner.why})\n"
+
+
+_runners: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # spec -> runner
+
+
+def runner_for(spec):
+    """The runner of a control-flow spec, made on first use and kept while the spec
+    lives (runners hold no reference to their spec, so the entry dies with it)."""
+    r = _runners.get(spec)
+    if r is None:
+        r = make_runner(spec)
+        with _lock:
+            r = _runners.setdefault(spec, r)
+    return r
+
+
+def generated_source(spec) -> str:
+    """The generated Numba source running a control-flow call (or why it runs in
+    Python)."""
+    return describe_runner(runner_for(spec))
 
 
 def make_runner(spec):

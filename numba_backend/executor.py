@@ -7,8 +7,9 @@
   their outputs freshly allocated by NumPy (large buffers allocated inside njit code
   page-fault heavily); the parallel variant runs when the iteration count reaches
   ``config.parallel_threshold`` and Numba has more than one thread;
-- library calls and host steps call Python functions / NumPy impls on whole arrays;
-  their results are cast to the step's avals like eager evaluation does;
+- library calls run their kind's implementation (``numba_backend.library``) and host
+  steps their primitive's NumPy impl, on whole arrays; their results are cast to the
+  step's avals like eager evaluation does;
 - a slot is released after its last use.
 
 Tiers (``config.jit_compile``): "sync" compiles every kernel before the first run;
@@ -31,7 +32,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from lowering.ir import HostStep, KernelStep, LibraryCall, Program
-from numba_backend import cache, codegen
+from numba_backend import cache, codegen, library
 from numba_backend.workers import pool
 from tracer.config import config
 from tracer.core import Token, new_base_main
@@ -152,6 +153,9 @@ class Executable:
         self.slot = slot
         self.kernel_params = {id(s): (_frozen(s.iparams, np.int64), _frozen(s.fparams, np.float64))
                               for s in p.steps if isinstance(s, KernelStep)}
+        # each library call's implementation and params, looked up once
+        self.library_calls = {id(s): (library.impl(s.kind), dict(s.params))
+                              for s in p.steps if isinstance(s, LibraryCall)}
 
     # -- tiers --
     def ensure_compiled(self):
@@ -257,7 +261,8 @@ class Executable:
                 k += 1
             elif isinstance(step, LibraryCall):
                 vals = [env[self.slot[x]] for x in step.ins]
-                outs = step.fn(*vals, **dict(step.params))
+                fn, params = self.library_calls[id(step)]
+                outs = fn(*vals, **params)
                 self._store(step.outs, outs, env)
             else:
                 self._run_host(step, env)

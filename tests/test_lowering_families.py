@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import lax
-import lowering.convolution as lconv
+import numba_backend.library as library
 import tracer
 import tracer.numpy as tnp
 from tracer.test_util import check_jit
@@ -77,7 +77,7 @@ def _conv_fn(case):
 @pytest.mark.parametrize("case", range(len(CONV_CASES)))
 def test_conv_every_strategy_matches_eager(case, strategy, monkeypatch):
     c = CONV_CASES[case]
-    monkeypatch.setattr(lconv, "_strategy", lambda *a: strategy)
+    monkeypatch.setattr(library, "_strategy", lambda *a: strategy)
     x, w = rng.standard_normal(c[0]), rng.standard_normal(c[1])
     check_jit(_conv_fn(c), (x, w), **F64)
 

@@ -27,14 +27,7 @@ _executables: "OrderedDict[int, tuple]" = OrderedDict()
 
 def _lower_program(closed: ClosedJaxpr):
     from lowering import pipeline
-    return pipeline.lower(closed, sub_factory=_sub_executable)
-
-
-def _sub_executable(closed: ClosedJaxpr):
-    """A callable running a sub-jaxpr (control flow bodies) through this backend."""
-    def call(*arrays):
-        return get_executable(closed, "sub")(list(arrays))
-    return call
+    return pipeline.lower(closed)
 
 
 def get_executable(closed: ClosedJaxpr, name: str):
@@ -146,11 +139,13 @@ class Lowered:
                  "", "# loop IR", p.pretty()]
         for i, src in enumerate(ex.sources):
             parts += ["", f"# generated source of kernel {i} ({src.key[:12]})", src.text]
+        from lowering.ir import LibraryCall
+        from numba_backend.library import generated_source
         for step in p.steps:
             # library calls that generate code of their own (compiled control flow)
-            gen = getattr(getattr(step, "fn", None), "generated_source", None)
-            if gen is not None:
-                parts += ["", f"# generated source of {step.name}", gen()]
+            src = generated_source(step) if isinstance(step, LibraryCall) else None
+            if src is not None:
+                parts += ["", f"# generated source of {step.name}", src]
         return "\n".join(parts)
 
     def compile(self):
