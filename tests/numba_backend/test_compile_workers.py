@@ -46,7 +46,15 @@ def test_async_compiles_in_a_worker_and_switches(async_tier):
     np.testing.assert_allclose(np.asarray(jf(x)), first, rtol=1e-14)
 
 
-def test_async_loop_driver_compiles_in_a_worker(async_tier):
+@pytest.fixture
+def nothing_on_disk(monkeypatch):
+    """As if the disk cache were empty (a developer's warm cache would otherwise load the
+    drivers at once and skip the paths under test)."""
+    from numba_backend import cache
+    monkeypatch.setattr(cache, "on_disk", lambda path, func: False)
+
+
+def test_async_loop_driver_compiles_in_a_worker(async_tier, nothing_on_disk):
     from numba_backend import control_flow
     f = tracer.jit(lambda s: lax.fori_loop(0, 50, lambda i, s: s * 0.75 + tnp.cos(s) * 0.5, s))
     s = np.array([0.5, 1.5, -2.0])
@@ -128,7 +136,7 @@ def test_compiles_pending_at_exit_reach_the_cache(tmp_path):
     assert compiled == 0 and loads >= 1, lines2
 
 
-def test_async_while_hands_its_carry_to_the_driver(async_tier, monkeypatch):
+def test_async_while_hands_its_carry_to_the_driver(async_tier, nothing_on_disk, monkeypatch):
     """A while loop runs in Python only until its driver is compiled, then the driver
     resumes from the carry reached: the answer is that of one uninterrupted loop."""
     from numba_backend import control_flow
