@@ -63,3 +63,22 @@ def test_lax_is_importable_from_tracer():
     from tracer import lax as tl
     import tracer.lax
     assert tl is lax and tracer.lax is lax
+
+
+def test_jit_outputs_never_alias_a_callers_writable_array():
+    """An output that passes an argument through (or a view of it) is a copy: writing to
+    the caller's array afterwards changes no Array (JAX copies arguments onto its device)."""
+    x = np.arange(4.0)
+    outs = [tracer.jit(f)(x) for f in (lambda x: x, lambda x: x[1:], lambda x: x.reshape(2, 2),
+                                       lambda x: (x, x + 1))]
+    x[:] = -7.0
+    np.testing.assert_array_equal(np.asarray(outs[0]), [0., 1., 2., 3.])
+    np.testing.assert_array_equal(np.asarray(outs[1]), [1., 2., 3.])
+    np.testing.assert_array_equal(np.asarray(outs[2]), [[0., 1.], [2., 3.]])
+    np.testing.assert_array_equal(np.asarray(outs[3][0]), [0., 1., 2., 3.])
+    assert x.flags.writeable
+
+
+def test_jit_python_int_out_of_range_names_the_value_and_the_fix():
+    with pytest.raises(OverflowError, match=r"9223372036854775808 is out of range for int64.*uint64"):
+        tracer.jit(lambda x: x + 1)(2 ** 63)
