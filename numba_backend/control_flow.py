@@ -85,6 +85,18 @@ def _from_storage(a, aval):
 
 # ---------------------------------------- codegen -----------------------------------------
 
+def _copy_helper(ndim: int) -> str:
+    """The source of ``copy_<ndim>d(src, dst)``: an element loop nest. Numba compiles
+    an array assignment (``dst[...] = src``, ``ys[i] = v``) through its broadcasting
+    setitem, which costs seconds of compile per driver; these loops cost milliseconds."""
+    idx = ", ".join(f"j{k}" for k in range(ndim))
+    lines = ["@register_jitable", f"def copy_{ndim}d(src, dst):"]
+    for k in range(ndim):
+        lines.append("    " * (k + 1) + f"for j{k} in range(src.shape[{k}]):")
+    lines.append("    " * (ndim + 1) + f"dst[{idx}] = src[{idx}]")
+    return "\n".join(lines) + "\n"
+
+
 class _Gen:
     """Emits the statements of a driver; collects its runtime ints/floats, its array
     arguments (program consts), the kernels it calls and its helpers.
@@ -142,7 +154,13 @@ class _Gen:
         return v
 
     def copy(self, dst, src, ndim):
-        self.line(f"{dst}[()] = {src}[()]" if ndim == 0 else f"{dst}[...] = {src}")
+        """``dst[...] = src`` for arrays of rank ``ndim`` (same shapes), as loops."""
+        if ndim == 0:
+            self.line(f"{dst}[()] = {src}[()]")
+            return
+        name = f"copy_{ndim}d"
+        self.helpers[name] = _copy_helper(ndim)
+        self.line(f"{name}({src}, {dst})")
 
     # -- programs --
     def program(self, prog, in_vars, targets=None):
@@ -290,7 +308,10 @@ class _Gen:
             outs, written = self.program(prog, consts + cur + x_vars,
                                          nxt + [None] * len(y_avals))
             for y, o, a in zip(ys, outs[nk:], y_avals):
-                self.line(f"{y}[{i}] = {o}" if a.ndim >= 2 else f"{y}[{i}] = {o}[()]")
+                if a.ndim >= 2:
+                    self.copy(f"{y}[{i}]", o, a.ndim - 1)
+                else:
+                    self.line(f"{y}[{i}] = {o}[()]")
             self.advance(cur, nxt, outs[:nk], written[:nk], k_avals)
         return cur + ys
 
@@ -596,6 +617,16 @@ class CompiledRunner:
                        "loop around compiled kernels. This is a bug in tracer's backend; "
                        "please report it.", self.kind, self.driver.path, e)
 
+    def prefetch(self):
+        """In "async" mode, start the driver's compile in a worker now (a driver in the
+        disk cache needs none: it loads on the first call)."""
+        d = self.driver
+        if config.jit_compile != "async" or d.compiled or d.failed is not None:
+            return
+        if d.job is None and not cache.on_disk(d.path, "driver"):
+            from numba_backend.workers import pool
+            d.job = pool.submit(self._job(), self._compile)
+
     def __call__(self, arrays):
         mode = config.jit_compile
         d = self.driver
@@ -649,6 +680,9 @@ class HostRunner:
         self.kind, self.params, self.out_avals = spec.kind, dict(spec.params), spec.out_avals
         self.exes = [compile_program(p, f"{spec.kind} body") for p in spec.programs]
         self.why = ""
+
+    def prefetch(self):
+        """Nothing to start: a Python loop's bodies compile on their first call."""
 
     def __call__(self, arrays):
         if self.kind == "while":

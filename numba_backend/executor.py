@@ -187,6 +187,15 @@ class Executable:
             if self._jobs is None:
                 self._jobs = [(h, pool.submit(h.job(False), h.serial))
                               for h in self.handles if not h.ready]
+                # the loops' drivers compile meanwhile too, not only once this switches
+                from numba_backend.control_flow import runner_for
+                for spec in self._loops():
+                    runner_for(spec).prefetch()
+
+    def _loops(self) -> list:
+        """The ControlFlowSpecs of this program's scan and while steps."""
+        return [dict(s.params)["spec"] for s in self.program.steps
+                if isinstance(s, LibraryCall) and s.kind in ("scan", "while")]
 
     def _switch(self):
         """The background compiles have ended: load their kernels from the disk cache
@@ -228,6 +237,11 @@ class Executable:
                 self._switch()
             else:
                 self._compile_in_background()
+                if self._loops():
+                    # The NumPy tier would run each loop iteration equation by equation
+                    # from Python: rather wait for this program's own kernels (the loops
+                    # then follow their drivers' policy, numba_backend.control_flow).
+                    self.wait()
             if self.state == "ready":
                 return self.run_compiled(args)
         return self.run_numpy(args)
