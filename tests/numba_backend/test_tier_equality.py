@@ -1,0 +1,313 @@
+"""The two tiers of an Executable give the same answer bit for bit.
+
+The async mode answers through the NumPy tier (``Executable.run_numpy``: the optimized
+jaxpr through the NumPy impls, the eager reference) while kernels compile, then switches
+to the compiled tier (``run_compiled``); a program whose answer changes at the switch is
+wrong. So every op record of ``tests/op_records.py`` (all its cases and dtypes, plus its
+edge values: zeros of both signs, infinities, NaNs of both signs, subnormals, extremes,
+halves), conversions of edge values, reductions / cumulative ops / sort / top_k with NaN,
+signed zeros and ties inside, run through both tiers, and the outputs compare as raw
+bits (``-0.0 != 0.0``, NaN sign and payload count).
+
+To keep compiles few, one jitted program per dtype holds every check of that dtype (its
+element-wise checks fuse into a few kernels; the kernel cache keeps them across runs).
+
+The only exceptions are in ``ULP_BOUNDS``: transcendental functions, for which NumPy
+calls its own SIMD loops and the compiled tier libm or ``numba_backend.vecmath``
+(neither can call the other's routine from a loop). There zeros, infinities and NaNs
+still agree bit for bit, and finite results within the bound measured (ulp distance on
+the integer views); a check that starts differing elsewhere, or by more, fails.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import lax
+import op_records as opr
+import tracer
+from tracer import _jit_backend
+
+f16, f32, f64 = opr.f16, opr.f32, opr.f64
+c64, c128 = opr.c64, opr.c128
+
+# (record or check name, dtype) -> the most ulp the tiers differ by (finite, nonzero
+# results). Measured; see the module docstring.
+ULP_BOUNDS: dict = {}
+
+# Checks whose NaNs may differ in sign and payload (both tiers NaN at the same places):
+# products and sums over slices holding NaNs of both signs (and inf * 0, which makes
+# x86's default NaN, -NaN), where the NaN carried to the end depends on the order of the
+# operations (NumPy's pairwise / SIMD order versus the kernel's sequential loop).
+NAN_ORDER: set = set()
+
+
+# ======================================= comparison ======================================
+
+def _uint_view(a: np.ndarray) -> np.ndarray:
+    """The bits of each element (each component of a complex) as unsigned integers."""
+    if a.dtype.kind == "c":
+        a = np.ascontiguousarray(a)[..., None].view(a.real.dtype)    # shape + (2,)
+    if a.dtype.kind == "f":
+        return a.view(f"u{a.dtype.itemsize}")
+    return a
+
+
+def _ordered(u: np.ndarray, itemsize: int) -> np.ndarray:
+    """Float bits mapped to integers in the floats' order (adjacent floats differ by 1)."""
+    sign = np.uint64(1) << np.uint64(8 * itemsize - 1)
+    u = u.astype(np.uint64)
+    mag = (u & ~sign).astype(np.int64)
+    return np.where(u & sign, -mag, mag)
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per element, the ulps between two float arrays of the same dtype (per component
+    for complex); ``inf`` where their bits differ and either is zero, infinite or NaN, or
+    their signs differ (those must agree exactly)."""
+    a, b = np.atleast_1d(a), np.atleast_1d(b)
+    ua, ub = _uint_view(a), _uint_view(b)
+    real = a.dtype if a.dtype.kind == "f" else a.real.dtype
+    fa = ua.view(real)
+    fb = ub.view(real)
+    d = np.abs(_ordered(ua, real.itemsize) - _ordered(ub, real.itemsize)).astype(np.float64)
+    special = ~np.isfinite(fa) | ~np.isfinite(fb) | (fa == 0) | (fb == 0) | \
+        (np.signbit(fa) != np.signbit(fb))
+    d[special & (ua != ub)] = np.inf
+    return d
+
+
+def _components(a: np.ndarray) -> np.ndarray:
+    """A float array's values (a complex array's components along a new last axis)."""
+    if a.dtype.kind == "c":
+        return np.stack([a.real, a.imag], -1)
+    return a
+
+
+def compare(label: str, dt, got, want, args=None, binary=False) -> str | None:
+    """None when ``got`` (compiled) equals ``want`` (NumPy) bit for bit, up to the
+    allowances of ``ULP_BOUNDS`` / ``NAN_ORDER`` (and, for a ``binary`` element-wise op,
+    the sign of a NaN made from two NaN operands); else a description of the difference."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return f"{label}: compiled gives {got.dtype}{got.shape}, NumPy {want.dtype}{want.shape}"
+    ug, uw = _uint_view(got), _uint_view(want)
+    diff = ug != uw
+    if not diff.any():
+        return None
+    key = (label.split("[")[0], np.dtype(dt).name)
+    if want.dtype.kind in "fc":
+        both_nan = np.isnan(_components(got)) & np.isnan(_components(want))
+        if key in ULP_BOUNDS or key in NAN_ORDER:
+            diff &= ~both_nan
+        elif binary:
+            # IEEE 754 leaves open which of two NaN operands a result carries: NumPy's
+            # loops and LLVM pick differently (float16 add, fmod)
+            ops_nan = np.isnan(args[0]) & np.isnan(args[1])
+            if got.dtype.kind == "c":
+                ops_nan = ops_nan[..., None]
+            diff &= ~(both_nan & ops_nan)
+        if key in ULP_BOUNDS:
+            d = ulp_distance(got, want).reshape(diff.shape)
+            diff &= ~(d <= ULP_BOUNDS[key])
+        if not diff.any():
+            return None
+    bad = np.argwhere(diff)
+    extra = ""
+    if want.dtype.kind in "fc":
+        d = ulp_distance(got, want).reshape(diff.shape)
+        extra = f", max ulp {d[diff].max():g}"
+    shown = []
+    for i in bad[:4]:
+        where = tuple(i[:got.ndim])
+        ins = ""
+        if args is not None and all(np.shape(a) == got.shape for a in args):
+            ins = " at " + ", ".join(f"{a[where]!r}" for a in args)
+        shown.append(f"{ins}: compiled {got[where]!r} ({ug[tuple(i)]:#x}), NumPy "
+                     f"{want[where]!r} ({uw[tuple(i)]:#x})")
+    return (f"{label} [{np.dtype(dt).name}]: {len(bad)} of {ug.size} differ{extra}" +
+            ";".join(shown))
+
+
+# ========================================= checks ========================================
+
+class Check:
+    """One op on fixed arguments: ``fn(*args)`` returns an array or a tuple of them."""
+
+    def __init__(self, label, fn, args, binary=False):
+        self.label, self.fn, self.args = label, fn, [np.asarray(a) for a in args]
+        self.binary = binary      # an element-wise op of two operands
+
+
+def _record_checks(dt):
+    dt = np.dtype(dt)
+    out = []
+    for rec in opr.RECORDS:
+        if dt not in rec.dtypes:
+            continue
+        if rec.edge and rec.nargs in (1, 2) and not rec.cases[0].params and \
+                all(p in opr.ELEMENTWISE_PRIMS for p in rec.prims):
+            # element-wise: its edge values (every pair for binary ops) followed by random
+            # draws of its own distribution, as one flat argument per operand (the
+            # records' shapes matter to the lowering, not to the values)
+            r = opr.rng_for("tiers", rec.name, dt)
+            draws = rec.make_args(r, opr.C(*[(16,)] * rec.nargs), dt)
+            args = [np.concatenate([e, d]) for e, d in zip(opr.edge_args(rec, dt), draws)]
+            out.append(Check(f"{rec.name}[edge+random]", rec.op, args, rec.nargs == 2))
+            continue
+        # the others: one case per dtype, in rotation over the dtypes (so that every case
+        # runs with some dtype; the values, not the shapes, are what the tiers may disagree
+        # on, and every case is one more kernel to compile)
+        cases = [c for c in rec.cases if opr.case_dtype_ok(rec, c, dt)]
+        for case in cases[rec.dtypes.index(dt) % len(cases):][:1]:
+            args = rec.make_args(opr.rng_for("tiers", rec.name, case, dt), case, dt)
+            out.append(Check(f"{rec.name}[{case}]",
+                             lambda *a, rec=rec, kw=case.kw: rec.op(*a, **kw), args))
+    return out
+
+
+def _edge_with_ties(dt, shape):
+    """Edge values and repeats of them (ties), shuffled into ``shape``."""
+    e = opr.edge_values(dt)
+    n = int(np.prod(shape))
+    r = np.random.default_rng(opr._seed("ties", np.dtype(dt).name, shape))
+    return r.choice(e, n).reshape(shape)
+
+
+def _extra_checks(dt):
+    dt = np.dtype(dt)
+    out = []
+    e = opr.edge_values(dt)
+    # conversions of edge values (NaN/inf to integers, rounding, narrowing)
+    for new in opr.ALL:
+        out.append(Check(f"convert_edge_to_{new.name}[edge]",
+                         lambda x, new=new: lax.convert_element_type(x, new), [e]))
+    if dt.kind == "c":
+        return out
+    x = _edge_with_ties(dt, (5, 6))
+    # reductions with NaN, signed zeros and ties inside, over each axis and both
+    reds = [("reduce_max", lax.reduce_max), ("reduce_min", lax.reduce_min)]
+    if dt != opr.bool_:
+        reds += [("reduce_sum", lax.reduce_sum), ("reduce_prod", lax.reduce_prod)]
+    for name, fn in reds:
+        for axes in ((0,), (1,), (0, 1)):
+            out.append(Check(f"{name}_edge[{axes}]", lambda v, fn=fn, axes=axes: fn(v, axes),
+                             [x]))
+    for name, fn in (("argmax", lax.argmax), ("argmin", lax.argmin)):
+        for axis in (0, 1):
+            out.append(Check(f"{name}_edge[{axis}]",
+                             lambda v, fn=fn, axis=axis: fn(v, axis, np.int32), [x]))
+    # cumulative ops along each axis, both directions
+    cums = [("cummax", lax.cummax), ("cummin", lax.cummin)]
+    if dt != opr.bool_:
+        cums += [("cumsum", lax.cumsum), ("cumprod", lax.cumprod)]
+    if dt.kind == "f":
+        cums += [("cumlogsumexp", lax.cumlogsumexp)]
+    for name, fn in cums:
+        for axis in (0, 1):
+            for reverse in (False, True):
+                out.append(Check(f"{name}_edge[{axis},{reverse}]",
+                                 lambda v, fn=fn, axis=axis, reverse=reverse:
+                                 fn(v, axis, reverse), [x]))
+    # sort (values, and a payload permuted alike: stability at ties) and top_k at ties
+    if dt != opr.bool_:
+        iota = np.arange(x.size, dtype=np.int32).reshape(x.shape)
+        for dim in (0, 1):
+            out.append(Check(f"sort_edge[{dim}]", lambda v, dim=dim: lax.sort(v, dim), [x]))
+            out.append(Check(f"sort_key_val_edge[{dim}]",
+                             lambda v, i, dim=dim: lax.sort_key_val(v, i, dim), [x, iota]))
+        for k in (1, 4, 6):
+            out.append(Check(f"top_k_edge[{k}]", lambda v, k=k: lax.top_k(v, k), [x]))
+    # clamp against edge bounds (ties with the bounds, NaN bounds, signed zero bounds)
+    if dt != opr.bool_:
+        lo, hi = np.repeat(e, len(e)), np.tile(e, len(e))
+        xs = np.roll(lo, 7)
+        out.append(Check("clamp_edge[arrays]", lax.clamp, [lo, xs, hi]))
+        for b in e[:4]:
+            out.append(Check(f"clamp_edge[{b!r}]",
+                             lambda v, b=np.asarray(b): lax.clamp(b, v, b), [e]))
+    return out
+
+
+def checks_for(dt):
+    return _record_checks(dt) + _extra_checks(dt)
+
+
+# ========================================== run ==========================================
+
+def run_tiers(dt, checks):
+    """Both tiers of one jitted program holding ``checks``; returns the Executable and
+    the two lists of outputs (one list of arrays per check)."""
+    flat, spans = [], []
+    for c in checks:
+        spans.append((len(flat), len(c.args)))
+        flat += c.args
+
+    def program(*xs):
+        outs = []
+        for (s, n), c in zip(spans, checks):
+            r = c.fn(*xs[s:s + n])
+            outs.append(tuple(r) if isinstance(r, (tuple, list)) else (r,))
+        return outs
+
+    jf = tracer.jit(program)
+    ex = _jit_backend.get_executable(jf.trace(*flat).jaxpr, f"tiers_{np.dtype(dt).name}")
+    ex.ensure_compiled()
+    assert ex.state == "ready", f"the {np.dtype(dt).name} program did not compile"
+    with np.errstate(all="ignore"):
+        want = ex.run_numpy(flat)
+        got = ex.run_compiled(flat)
+    return ex, _split(got, checks, spans, program, flat), _split(want, checks, spans,
+                                                                   program, flat)
+
+
+def _split(outs, checks, spans, program, flat):
+    # the program's flat outputs, regrouped per check (each returns a tuple)
+    res, k = [], 0
+    for c in checks:
+        n = c.n_out
+        res.append([np.asarray(o) for o in outs[k:k + n]])
+        k += n
+    assert k == len(outs)
+    return res
+
+
+def _count_outputs(checks):
+    for c in checks:
+        with np.errstate(all="ignore"):
+            r = c.fn(*c.args)
+        c.n_out = len(r) if isinstance(r, (tuple, list)) else 1
+
+
+# Checks per jitted program: a program's element-wise checks fuse into one kernel, and
+# Numba's compile time grows faster than the kernel's length.
+CHUNK = int(os.environ.get("TRACER_TIER_CHUNK", "8"))
+
+
+def mismatches(dt):
+    checks = checks_for(dt)
+    _count_outputs(checks)
+    got, want = [], []
+    for i in range(0, len(checks), CHUNK):
+        _, g, w = run_tiers(dt, checks[i:i + CHUNK])
+        got += g
+        want += w
+    problems = []
+    for c, g, w in zip(checks, got, want):
+        for j, (a, b) in enumerate(zip(g, w)):
+            p = compare(c.label if len(g) == 1 else f"{c.label}#{j}", dt, a, b, c.args,
+                        c.binary)
+            if p:
+                problems.append(p)
+    return problems
+
+
+DTYPES = opr.ALL
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=[d.name for d in DTYPES])
+def test_compiled_tier_equals_numpy_tier_bit_for_bit(dt):
+    problems = mismatches(dt)
+    assert not problems, "\n".join(problems)
