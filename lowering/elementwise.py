@@ -56,6 +56,19 @@ for _p in (ew.max_p, ew.min_p, ew.rem_p, ew.pow_p):
     scalar_exprs[_p] = _complex_arith_guard(_p)
 
 
+def _rem(ctx, x, y):
+    r = _rem_base(ctx, x, y)
+    if _dt(x).kind != "f":
+        return r
+    # C fmod (NumPy's) returns a NaN dividend as it is, even when the divisor is a NaN
+    # too; Numba's np.fmod returns the divisor's then
+    return ctx.select(ctx.op("ne", x, x), x, r)
+
+
+_rem_base = scalar_exprs[ew.rem_p]
+scalar_exprs[ew.rem_p] = _rem
+
+
 def _zero_safe(name):
     # lax.elementwise.safe_mul / safe_div: t where t == 0, else t (op) d, like the impl.
     def rule(ctx, t, d):
