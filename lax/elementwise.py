@@ -269,7 +269,12 @@ def erf(x):
     return _bind_unary(erf_p, x)
 
 
-erf_p = standard_unop("erf", lambda x: _sps.erf(x).astype(x.dtype), _float)
+def _erf_impl(x):
+    # a NaN operand is returned as it is (XLA, libm); scipy's erf returns its own +NaN
+    return np.where(np.isnan(x), x, _sps.erf(x)).astype(x.dtype)
+
+
+erf_p = standard_unop("erf", _erf_impl, _float)
 defjvp(erf_p, lambda g, x: mul(g, mul(_const(x, 2 / np.sqrt(np.pi)), exp(neg(mul(x, x))))))
 
 

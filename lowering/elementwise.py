@@ -141,17 +141,8 @@ def _nan_kept(fn):
     return rule
 
 
-def _erf(ctx, x):
-    # scipy.special.erf (the impl) returns its +NaN for every NaN operand; libm's erf
-    # returns the operand
-    dt = _dt(x)
-    _require(dt.kind == "f", "erf of complex")
-    y = ctx.call("math.erf", x, dtype=dt)
-    return ctx.select(ctx.op("ne", x, x), ctx.const(np.nan, dt), y)
-
-
 scalar_exprs[ew.cbrt_p] = _nan_kept("np.cbrt")
-scalar_exprs[ew.erf_p] = _erf
+scalar_exprs[ew.erf_p] = _float_call("math.erf")
 
 
 # Vectorizable versions (numba_backend.vecmath, pasted into the loop) where the scalar
