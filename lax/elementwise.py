@@ -269,11 +269,10 @@ def erf(x):
     return _bind_unary(erf_p, x)
 
 
-
-
 def _erf_impl(x):
     import scipy.special
-    return scipy.special.erf(x).astype(x.dtype)
+    # a NaN operand is returned as it is (XLA, libm); scipy's erf returns its own +NaN
+    return np.where(np.isnan(x), x, scipy.special.erf(x)).astype(x.dtype)
 
 
 erf_p = standard_unop("erf", _erf_impl, _float)

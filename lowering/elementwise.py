@@ -56,6 +56,19 @@ for _p in (ew.max_p, ew.min_p, ew.rem_p, ew.pow_p):
     scalar_exprs[_p] = _complex_arith_guard(_p)
 
 
+def _rem(ctx, x, y):
+    r = _rem_base(ctx, x, y)
+    if _dt(x).kind != "f":
+        return r
+    # C fmod (NumPy's) returns a NaN dividend as it is, even when the divisor is a NaN
+    # too; Numba's np.fmod returns the divisor's then
+    return ctx.select(ctx.op("ne", x, x), x, r)
+
+
+_rem_base = scalar_exprs[ew.rem_p]
+scalar_exprs[ew.rem_p] = _rem
+
+
 def _zero_safe(name):
     # lax.elementwise.safe_mul / safe_div: t where t == 0, else t (op) d, like the impl.
     def rule(ctx, t, d):
@@ -99,22 +112,37 @@ def _sign(ctx, x):
 scalar_exprs[ew.sign_p] = _sign
 
 
-def _float_call(fn, complex_ok=False):
+def _float_call(fn):
     def rule(ctx, x, **params):
-        _require(complex_ok or _dt(x).kind != "c", f"{fn} of complex")
+        _require(_dt(x).kind != "c", f"{fn} of complex")
         return ctx.call(fn, x, dtype=ctx.out_avals[0].dtype)
     return rule
 
 
-for _p, _fn, _cplx in [(ew.floor_p, "np.floor", False), (ew.ceil_p, "np.ceil", False),
-                       (ew.is_finite_p, "np.isfinite", False), (ew.exp_p, "np.exp", True),
-                       (ew.exp2_p, "np.exp2", False), (ew.log_p, "np.log", True),
-                       (ew.expm1_p, "np.expm1", False), (ew.log1p_p, "np.log1p", False),
-                       (ew.tanh_p, "np.tanh", True), (ew.sin_p, "np.sin", True),
-                       (ew.cos_p, "np.cos", True), (ew.tan_p, "np.tan", True),
-                       (ew.sqrt_p, "np.sqrt", True), (ew.cbrt_p, "np.cbrt", False),
-                       (ew.erf_p, "math.erf", False), (ew.atan2_p, "np.arctan2", False)]:
-    scalar_exprs[_p] = _float_call(_fn, _cplx)
+# Complex exp, log, sqrt, sin, cos, tan, tanh stay host steps: Numba's cmath versions
+# differ from NumPy's (C99 Annex G) at signed zeros, infinities and NaNs (tanh(-0j) is
+# +0j, sin(nanj) is nan+nanj), and by many ulps near cancellations; NumPy's is the eager
+# answer both tiers must give.
+for _p, _fn in [(ew.floor_p, "np.floor"), (ew.ceil_p, "np.ceil"),
+                (ew.is_finite_p, "np.isfinite"), (ew.exp_p, "np.exp"),
+                (ew.exp2_p, "np.exp2"), (ew.log_p, "np.log"), (ew.expm1_p, "np.expm1"),
+                (ew.log1p_p, "np.log1p"), (ew.tanh_p, "np.tanh"), (ew.sin_p, "np.sin"),
+                (ew.cos_p, "np.cos"), (ew.tan_p, "np.tan"), (ew.sqrt_p, "np.sqrt"),
+                (ew.atan2_p, "np.arctan2")]:
+    scalar_exprs[_p] = _float_call(_fn)
+
+
+def _nan_kept(fn):
+    # np.cbrt under Numba turns a NaN operand into +NaN; NumPy returns the operand
+    def rule(ctx, x):
+        _require(_dt(x).kind != "c", f"{fn} of complex")
+        y = ctx.call(fn, x, dtype=ctx.out_avals[0].dtype)
+        return ctx.select(ctx.op("ne", x, x), x, y)
+    return rule
+
+
+scalar_exprs[ew.cbrt_p] = _nan_kept("np.cbrt")
+scalar_exprs[ew.erf_p] = _float_call("math.erf")
 
 
 # Vectorizable versions (the backend's "vecmath" helpers, pasted into the loop) where the
@@ -159,8 +187,13 @@ scalar_exprs[ew.round_p] = _round
 def _logistic(ctx, x):
     dt = _dt(x)
     _require(dt.kind == "f", "complex logistic")
-    one = ctx.const(1, dt)
-    return ctx.op("div", one, ctx.op("add", one, ctx.call("np.exp", ctx.op("neg", x), dtype=dt)))
+    # scipy.special.expit (the impl) has float32 and float64 loops: float16 is computed
+    # in float32 and rounded once
+    wt = np.dtype(np.float32) if dt == np.float16 else dt
+    xw = ctx.cast(x, wt)
+    one = ctx.const(1, wt)
+    y = ctx.op("div", one, ctx.op("add", one, ctx.call("np.exp", ctx.op("neg", xw), dtype=wt)))
+    return ctx.cast(y, dt)
 
 
 scalar_exprs[ew.logistic_p] = _logistic
