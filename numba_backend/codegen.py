@@ -706,25 +706,39 @@ class _KernelGen:
             for j, dt, e in slots:
                 em.line(f"rs{j} = {PW}.pairwise({self._row(e, expr)}, {lo}, {n})")
             return
-        em.line("# the top of the recursion, down to nodes of at most "
-                f"{pairwise.BLOCK} elements, each buffered")
+        # the walk is written out (helper calls would cost compile time, not run time)
+        em.line("# the top of NumPy's recursion (numba_backend.pairwise), down to nodes of at")
+        em.line(f"# most {pairwise.BLOCK} elements, each buffered; right halves wait on a stack")
         em.line("wsp = 0")
         em.line(f"wlo = {lo}")
         em.line(f"wn = {n}")
         with em.block("while True:"):
-            em.line(f"wn, wsp = {PW}.descend(wlo, wn, wsp, wtlo, wtsz, {pairwise.BLOCK}, {c})")
+            with em.block(f"while wn > {pairwise.BLOCK}:"):
+                if c:   # pairwise.split
+                    em.line("wh = (wn - wn % 8) // 2")
+                else:
+                    em.line("wh = wn // 2")
+                    em.line("wh -= wh % 8")
+                em.line("wtlo[wsp] = wlo + wh")
+                em.line("wtsz[wsp] = wn - wh")
+                em.line("wsp += 1")
+                em.line("wn = wh")
             self._emit_run_fill(em, blocks, expr)
             for j, _, _ in slots:
                 em.line(f"rs{j} = {PW}.pairwise_cached(wbuf{j}, 0, wn)")
-            em.line(f"wk = {PW}.finished(wtsz, wsp)")
-            for j, _, _ in slots:
-                em.line(f"rs{j} = {PW}.add_lefts(rs{j}, wst{j}, wsp, wk)")
-            em.line("wsp -= wk")
+            em.line("# add the finished left halves (size -1), innermost first")
+            with em.block("while wsp > 0 and wtsz[wsp - 1] < 0:"):
+                em.line("wsp -= 1")
+                for j, _, _ in slots:
+                    em.line(f"rs{j} = wst{j}[wsp] + rs{j}")
             with em.block("if wsp == 0:"):
                 em.line("break")
+            em.line("# the right half on top next; this sum waits for it")
             for j, _, _ in slots:
                 em.line(f"wst{j}[wsp - 1] = rs{j}")
-            em.line(f"wlo, wn = {PW}.next_right(wtlo, wtsz, wsp)")
+            em.line("wlo = wtlo[wsp - 1]")
+            em.line("wn = wtsz[wsp - 1]")
+            em.line("wtsz[wsp - 1] = -1")
 
     def _emit_run_fill(self, em, blocks, expr):
         """The run's elements [wlo, wlo + wn) into the buffers, with the kernel's stores

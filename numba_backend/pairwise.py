@@ -16,15 +16,15 @@ gives ``+0.0``.
 recursive LLVM function written here (NumPy's recursion; a leaf's eight accumulators are
 one vector register, so the leaf loop is SIMD without any reassociation); in Python (the
 ``debug_kernels`` mode) it runs the same recursion. A kernel whose summand is computed
-walks the top of the recursion itself (Numba compiles no recursive closures): ``descend``
-goes down to the next node of at most ``BLOCK`` elements, pushing each right half on a
-small stack; the kernel fills a buffer with that node's elements (one vectorizable loop)
-and sums it with ``pairwise``; ``finished``/``add_lefts`` add the finished left halves on
-top of the stack, ``next_right`` pops the right half to visit next. The parallel variant
-of a whole-array sum cuts the tree at depth ``TOP_DEPTH`` (``frontier``), walks the
-subtrees in parallel and combines them with ``combine_top``: the same additions in the
-same order, so the result does not depend on the thread count. The stacks (``STACK``
-entries) are the caller's, allocated once.
+walks the top of the recursion in its own code (``numba_backend.codegen``; Numba compiles
+no recursive closures): down to a node of at most ``BLOCK`` elements, pushing each right
+half on a small stack (``STACK`` entries), it fills a buffer with the node's elements
+(one vectorizable loop), sums it with ``pairwise_cached`` and adds the sum to the
+finished left halves on the stack. The parallel variant of a whole-array sum cuts the
+tree at depth ``TOP_DEPTH`` (``frontier``), walks the subtrees in parallel and combines
+them with ``combine_top``: the same additions in the same order, so the result does not
+depend on the thread count. ``split`` is the rule the generated walk and the LLVM
+function also spell out.
 """
 from __future__ import annotations
 
@@ -53,49 +53,6 @@ def split(n, c):
         return (n - n % 8) // 2
     h = n // 2
     return h - h % 8
-
-
-@register_jitable
-def descend(lo, size, sp, tlo, tsz, lim, c):
-    """From the node (lo, size) down its left edge to a node of at most ``lim``
-    elements; each right half is pushed on (tlo, tsz). Returns that node's size and the
-    new stack height (the node starts at ``lo``)."""
-    while size > lim:
-        h = split(size, c)
-        tlo[sp] = lo + h
-        tsz[sp] = size - h
-        sp += 1
-        size = h
-    return size, sp
-
-
-@register_jitable
-def finished(tsz, sp):
-    """How many entries on top of the stack are finished left halves, marked by
-    ``tsz == -1``, waiting for their right half's sum."""
-    k = 0
-    while k < sp and tsz[sp - k - 1] < 0:
-        k += 1
-    return k
-
-
-@register_jitable
-def add_lefts(v, st, sp, k):
-    """``v``, the sum of a right half, added to the ``k`` finished left halves below it
-    (innermost first): NumPy's ``sum(left) + sum(right)`` at each level."""
-    for j in range(k):
-        v = st[sp - 1 - j] + v
-    return v
-
-
-@register_jitable
-def next_right(tlo, tsz, sp):
-    """The right half on top of the stack, marked finished (its left half's sum is
-    stored at the same height by the caller)."""
-    lo = tlo[sp - 1]
-    size = tsz[sp - 1]
-    tsz[sp - 1] = -1
-    return lo, size
 
 
 def leaf(b, lo, m):
