@@ -46,8 +46,8 @@ from tracer.interpreters.ad import Zero
 from tracer.interpreters.call import closed_call_p
 from tracer.jaxpr import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr,
                           eval_jaxpr_impls)
-from tracer.pytree import (keystr, tree_flatten, tree_flatten_with_path, tree_structure,
-                           tree_unflatten)
+from tracer.pytree import (flatten_fun, keystr, tree_flatten, tree_flatten_with_path,
+                           tree_structure, tree_unflatten)
 
 _map, _zip = builtins.map, builtins.zip
 
@@ -115,20 +115,16 @@ def _trace_fun(fun, in_tree, in_avals, fname, what):
     """Trace the Python function ``fun(*args)`` (args: the pytree ``in_tree`` of
     ``in_avals``). Returns (ClosedJaxpr with hoisted consts as leading invars, consts,
     out_tree)."""
-    store = []
 
-    def flat_fun(*flat):
-        out = fun(*tree_unflatten(in_tree, list(flat)))
-        pairs, out_tree = tree_flatten_with_path(out)
+    def check_out(pairs):
         for p, leaf in pairs:
             if not isinstance(leaf, (Tracer, Array)) and not valid_jaxtype(leaf):
                 raise TypeError(f"{fname}: {what} must return arrays, but output{keystr(p)} "
                                 f"is a {type(leaf).__name__}")
-        store.append(out_tree)
-        return [x for _, x in pairs]
 
+    flat_fun, out = flatten_fun(fun, in_tree, check_out=check_out)
     closed, consts = _trace(flat_fun, in_avals)
-    return closed, consts, store[0]
+    return closed, consts, out.tree
 
 
 def _eval_closed(closed: ClosedJaxpr, args):

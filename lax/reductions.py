@@ -353,7 +353,7 @@ def _reduction_jaxpr(computation, init_avals, tree):
     """The computation traced on scalars: (ClosedJaxpr over 2n scalars, output treedef)."""
     from tracer.core import Tracer
     from tracer.interpreters import partial_eval as pe
-    from tracer.pytree import tree_flatten, tree_unflatten
+    from tracer.pytree import PyTreeDef, flatten_fun
     key = (computation, init_avals, tree)
     try:
         hit = _reduction_jaxpr_cache.get(key)
@@ -361,14 +361,8 @@ def _reduction_jaxpr(computation, init_avals, tree):
         key, hit = None, None
     if hit is not None:
         return hit
-    n = len(init_avals)
-    store = {}
-
-    def flat_fun(*args):
-        acc, x = tree_unflatten(tree, args[:n]), tree_unflatten(tree, args[n:])
-        outs, store["tree"] = tree_flatten(computation(acc, x))
-        return outs
-
+    # computation(acc, x): both arguments have the operands' structure ``tree``.
+    flat_fun, out = flatten_fun(computation, PyTreeDef(tuple, None, (tree, tree)))
     jaxpr, consts = pe.trace_to_jaxpr_dynamic(flat_fun, list(init_avals) * 2)
     if any(isinstance(c, Tracer) for c in consts):
         raise NotImplementedError("reduce: the computation closes over a traced value; pass "
@@ -379,10 +373,10 @@ def _reduction_jaxpr(computation, init_avals, tree):
             raise TypeError(f"reduce: the computation must return scalars of the operands' "
                             f"dtypes {[x.dtype.name for x in init_avals]}, got "
                             f"{[o.aval.str_short() for o in jaxpr.outvars]}")
-    out = (pe.ClosedJaxpr(jaxpr, consts), store["tree"])
+    res = (pe.ClosedJaxpr(jaxpr, consts), out.tree)
     if key is not None and len(_reduction_jaxpr_cache) < 1000:
-        _reduction_jaxpr_cache[key] = out
-    return out
+        _reduction_jaxpr_cache[key] = res
+    return res
 
 
 def _monoid_reducer(closed, inits):

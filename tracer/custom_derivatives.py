@@ -40,7 +40,8 @@ from tracer.interpreters import partial_eval as pe
 from tracer.interpreters.ad import Zero, trace_to_call_jaxpr
 from tracer.interpreters.call import closed_call_p
 from tracer.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Var, eval_jaxpr
-from tracer.pytree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
+from tracer.pytree import (flatten_fun, keystr, tree_flatten, tree_flatten_with_path,
+                           tree_unflatten)
 
 __all__ = ["custom_jvp", "custom_vjp", "SymbolicZero", "CustomVJPPrimal", "zero_from_primal",
            "custom_jvp_call_p", "custom_vjp_call_p", "custom_lin_p", "closure_convert",
@@ -409,16 +410,9 @@ class custom_jvp:
                 full[i] = v
             return full
 
-        store = []
-
-        def flat_fun(*xs):
-            out = fun(*full_args(tree_unflatten(in_tree, xs)))
-            out_leaves, out_tree = tree_flatten(out)
-            store.append(out_tree)
-            return out_leaves
-
+        flat_fun, out = flatten_fun(lambda *dyn_vals: fun(*full_args(dyn_vals)), in_tree)
         closed, hoisted = trace_to_call_jaxpr(flat_fun, [get_aval(x) for x in leaves])
-        out_tree = store[0]
+        out_tree = out.tree
         operands = [*hoisted, *leaves]
         if core.find_top_trace(operands) is None:
             outs = eval_jaxpr(closed.jaxpr, closed.consts, *operands)
@@ -694,17 +688,10 @@ class custom_vjp:
                 full[i] = v
             return full
 
-        store = []
-
-        def flat_fun(*xs):
-            out = fun(*full_args(tree_unflatten(in_tree, xs)))
-            out_leaves, out_tree = tree_flatten(out)
-            store.append(out_tree)
-            return out_leaves
-
+        flat_fun, out = flatten_fun(lambda *dyn_vals: fun(*full_args(dyn_vals)), in_tree)
         in_avals = [get_aval(x) for x in leaves]
         closed, hoisted = trace_to_call_jaxpr(flat_fun, in_avals)
-        out_tree = store[0]
+        out_tree = out.tree
         operands = [*hoisted, *leaves]
         if core.find_top_trace(operands) is None:
             outs = eval_jaxpr(closed.jaxpr, closed.consts, *operands)
@@ -1061,16 +1048,9 @@ def closure_convert(fun: Callable, *example_args):
     the traced values ``fun`` closes over made explicit arguments (``jax.closure_convert``),
     so that they can be passed to a custom_vjp function and receive cotangents."""
     leaves, in_tree = tree_flatten(example_args)
-    store = []
-
-    def flat_fun(*xs):
-        out = fun(*tree_unflatten(in_tree, xs))
-        o_leaves, o_tree = tree_flatten(out)
-        store.append(o_tree)
-        return o_leaves
-
+    flat_fun, out = flatten_fun(fun, in_tree)
     closed, hoisted = trace_to_call_jaxpr(flat_fun, [get_aval(x) for x in leaves])
-    out_tree = store[0]
+    out_tree = out.tree
     n = len(leaves)
 
     def converted(*args):
