@@ -694,7 +694,8 @@ cond_p.def_abstract_eval(_cond_abstract_eval)
 cond_p.def_impl(_cond_impl)
 ad.primitive_jvps[cond_p] = _cond_jvp
 ad.primitive_transposes[cond_p] = _cond_transpose
-batching.axis_primitive_batchers[cond_p] = _cond_batch
+batching.primitive_batchers[cond_p] = _cond_batch
+batching.batch_when_unmapped.add(cond_p)
 pe.partial_eval_rules[cond_p] = _cond_partial_eval
 pe.partial_eval_jaxpr_rules[cond_p] = _cond_partial_eval_jaxpr
 pe.dce_rules[cond_p] = _cond_dce
@@ -1020,7 +1021,8 @@ while_p.def_abstract_eval(_while_abstract_eval)
 while_p.def_impl(_while_impl)
 ad.primitive_jvps[while_p] = _while_jvp
 ad.primitive_transposes[while_p] = _while_transpose
-batching.axis_primitive_batchers[while_p] = _while_batch
+batching.primitive_batchers[while_p] = _while_batch
+batching.batch_when_unmapped.add(while_p)
 pe.partial_eval_rules[while_p] = _while_partial_eval
 pe.partial_eval_jaxpr_rules[while_p] = _while_partial_eval_jaxpr
 pe.dce_rules[while_p] = _while_dce
@@ -1562,7 +1564,8 @@ scan_p.def_abstract_eval(_scan_abstract_eval)
 scan_p.def_impl(_scan_impl)
 ad.primitive_jvps[scan_p] = _scan_jvp
 ad.primitive_transposes[scan_p] = _scan_transpose
-batching.axis_primitive_batchers[scan_p] = _scan_batch
+batching.primitive_batchers[scan_p] = _scan_batch
+batching.batch_when_unmapped.add(scan_p)
 pe.partial_eval_rules[scan_p] = _scan_partial_eval
 pe.partial_eval_jaxpr_rules[scan_p] = _scan_partial_eval_jaxpr
 pe.dce_rules[scan_p] = _scan_dce
@@ -1738,7 +1741,7 @@ def _barrier_transpose(cts, *args):
     return res
 
 
-def _barrier_batch(axis_size, vals, dims):
+def _barrier_batch(axis_data, vals, dims):
     return optimization_barrier_p.bind(*vals), list(dims)
 
 
@@ -1815,7 +1818,8 @@ composite_p = _ControlFlowPrimitive("composite")
 composite_p.def_abstract_eval(_composite_abstract_eval)
 composite_p.def_impl(lambda *args, jaxpr, **_: _eval_closed(jaxpr, args))
 ad.primitive_jvps[composite_p] = _composite_jvp
-batching.axis_primitive_batchers[composite_p] = _composite_batch
+batching.primitive_batchers[composite_p] = _composite_batch
+batching.batch_when_unmapped.add(composite_p)
 
 
 # ===================================== closed_call ========================================

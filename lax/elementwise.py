@@ -1070,7 +1070,7 @@ def _select_n_transpose(cts, which, *cases):
     return res
 
 
-def _select_n_batch(axis_size, vals, dims):
+def _select_n_batch(axis_data, vals, dims):
     which, *cases = vals
     wdim, *cdims = dims
     case_aval = next(get_aval(c) for c, d in zip(cases, cdims))
@@ -1078,12 +1078,12 @@ def _select_n_batch(axis_size, vals, dims):
     if wdim is None and get_aval(which).ndim == 0 and all(d == cdims[0] for d in cdims) \
             and cdims[0] is not None:
         return [select_n(which, *cases)], [cdims[0]]
-    cases = [batching.bdim_at_front(c, d, axis_size) for c, d in zip(cases, cdims)]
+    cases = [batching.bdim_at_front(c, d, axis_data.size) for c, d in zip(cases, cdims)]
     out_shape = get_aval(cases[0]).shape
     if get_aval(which).ndim == 0 and wdim is None:
         pass
     else:
-        which = batching.bdim_at_front(which, wdim, axis_size)
+        which = batching.bdim_at_front(which, wdim, axis_data.size)
         if get_aval(which).ndim != len(out_shape):
             from lax.shapes import broadcast_in_dim
             which = broadcast_in_dim(which, out_shape, (0,))
@@ -1127,19 +1127,19 @@ def _clamp_impl(lo, x, hi):
     return np.asarray(_min_impl(_max_impl(lo, x), hi)).astype(x.dtype)
 
 
-def _clamp_batch(axis_size, vals, dims):
+def _clamp_batch(axis_data, vals, dims):
     lo, x, hi = vals
     dlo, dx, dhi = dims
     if dlo is None and dhi is None and get_aval(lo).ndim == 0 and get_aval(hi).ndim == 0:
         return [clamp(lo, x, hi)], [dx]
-    x = batching.bdim_at_front(x, dx, axis_size)
+    x = batching.bdim_at_front(x, dx, axis_data.size)
     shape = get_aval(x).shape
     from lax.shapes import broadcast_in_dim
 
     def fix(v, d):
         if d is None and get_aval(v).ndim == 0:
             return broadcast_in_dim(v, shape, ())
-        v = batching.bdim_at_front(v, d, axis_size)
+        v = batching.bdim_at_front(v, d, axis_data.size)
         if get_aval(v).ndim == 1:
             v = broadcast_in_dim(v, shape, (0,))
         return v
@@ -1290,7 +1290,7 @@ bitcast_convert_type_p.def_impl(_bitcast_impl)
 defjvp_zero(bitcast_convert_type_p)
 
 
-def _bitcast_batch(axis_size, vals, dims, *, new_dtype):
+def _bitcast_batch(axis_data, vals, dims, *, new_dtype):
     (x,), (d,) = vals, dims
     x = batching.moveaxis(x, d, 0)
     return [bitcast_convert_type_p.bind(x, new_dtype=new_dtype)], [0]

@@ -254,7 +254,7 @@ def _argmin_impl(x, *, axes, index_dtype):
 
 
 def _arg_batch(p):
-    def rule(axis_size, vals, dims, *, axes, index_dtype):
+    def rule(axis_data, vals, dims, *, axes, index_dtype):
         (x,), (d,) = vals, dims
         ax = tuple(a + (a >= d) for a in axes)
         out_d = d - (axes[0] < d)
@@ -542,12 +542,12 @@ def _reduce_jvp(primals, tangents, *, computation, dimensions):
     return outs, t_out
 
 
-def _reduce_batch(axis_size, vals, dims, *, computation, dimensions):
+def _reduce_batch(axis_data, vals, dims, *, computation, dimensions):
     n = len(vals) // 2
     if any(d is not None for d in dims[n:]):
         raise NotImplementedError("vmap of reduce with batched init values is not "
                                   "supported (as in JAX); pass them unbatched")
-    ops = [batching.bdim_at_front(x, d, axis_size) for x, d in zip(vals[:n], dims[:n])]
+    ops = [batching.bdim_at_front(x, d, axis_data.size) for x, d in zip(vals[:n], dims[:n])]
     outs = reduce_p.bind(*ops, *vals[n:], computation=computation,
                          dimensions=tuple(d + 1 for d in dimensions))
     return outs, [0] * n

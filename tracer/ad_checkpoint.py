@@ -159,7 +159,7 @@ def _name_jvp(primals, tangents, *, name):
 
 ad.primitive_jvps[name_p] = _name_jvp
 ad.primitive_transposes[name_p] = lambda cts, x, *, name: [cts[0]]
-batching.primitive_batchers[name_p] = lambda size, vals, dims, *, name: (
+batching.primitive_batchers[name_p] = lambda axis_data, vals, dims, *, name: (
     [name_p.bind(vals[0], name=name)], [dims[0]])
 
 
@@ -377,7 +377,8 @@ checkpoint_p.def_abstract_eval(_checkpoint_abstract_eval)
 checkpoint_p.def_impl(_checkpoint_impl)
 ad.primitive_jvps[checkpoint_p] = _checkpoint_jvp
 ad.primitive_transposes[checkpoint_p] = _checkpoint_transpose
-batching.axis_primitive_batchers[checkpoint_p] = _checkpoint_batch
+batching.primitive_batchers[checkpoint_p] = _checkpoint_batch
+batching.batch_when_unmapped.add(checkpoint_p)
 pe.custom_staging_rules[checkpoint_p] = _stage
 pe.partial_eval_rules[checkpoint_p] = _checkpoint_partial_eval
 pe.partial_eval_jaxpr_rules[checkpoint_p] = _checkpoint_partial_eval_jaxpr

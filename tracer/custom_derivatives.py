@@ -584,7 +584,8 @@ custom_jvp_call_p.def_abstract_eval(_custom_jvp_call_abstract_eval)
 custom_jvp_call_p.def_impl(_custom_call_impl)
 ad.primitive_jvps_with_trace[custom_jvp_call_p] = _custom_jvp_call_jvp
 ad.primitive_transposes[custom_jvp_call_p] = _transpose_as_call
-batching.axis_primitive_batchers[custom_jvp_call_p] = _custom_jvp_call_batch
+batching.primitive_batchers[custom_jvp_call_p] = _custom_jvp_call_batch
+batching.batch_when_unmapped.add(custom_jvp_call_p)
 pe.custom_staging_rules[custom_jvp_call_p] = _stage_with_call_avals(custom_jvp_call_p)
 pe.partial_eval_rules[custom_jvp_call_p] = _inline_partial_eval
 pe.partial_eval_jaxpr_rules[custom_jvp_call_p] = _partial_eval_jaxpr_as_call
@@ -910,7 +911,8 @@ custom_vjp_call_p.def_abstract_eval(_custom_jvp_call_abstract_eval)
 custom_vjp_call_p.def_impl(_custom_call_impl)
 ad.primitive_jvps_with_trace[custom_vjp_call_p] = _custom_vjp_call_jvp
 ad.primitive_transposes[custom_vjp_call_p] = _transpose_as_call
-batching.axis_primitive_batchers[custom_vjp_call_p] = _custom_vjp_call_batch
+batching.primitive_batchers[custom_vjp_call_p] = _custom_vjp_call_batch
+batching.batch_when_unmapped.add(custom_vjp_call_p)
 pe.custom_staging_rules[custom_vjp_call_p] = _stage_with_call_avals(custom_vjp_call_p)
 pe.partial_eval_rules[custom_vjp_call_p] = _inline_partial_eval
 pe.partial_eval_jaxpr_rules[custom_vjp_call_p] = _partial_eval_jaxpr_as_call
@@ -962,7 +964,7 @@ def _custom_lin_partial_eval(trace, tracers, **params):
     return outs
 
 
-def _custom_lin_batch(axis_size, vals, dims, **params):
+def _custom_lin_batch(axis_data, vals, dims, **params):
     _forward_mode_error(name=params.get("name", ""))
 
 

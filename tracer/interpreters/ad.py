@@ -150,7 +150,7 @@ def _add_any_transpose(cts, x, y):
     return [ct, ct]
 
 
-def _add_any_batch(axis_size, vals, dims):
+def _add_any_batch(axis_data, vals, dims):
     # The two summands of an accumulation often differ in batching: under vmap(grad(f)) a
     # value used twice gets one cotangent that depends on the example and one that does
     # not (f32[] and f32[8]), or both are batched on different axes. add_any's operands
@@ -159,8 +159,8 @@ def _add_any_batch(axis_size, vals, dims):
     x, y = vals
     dx, dy = dims
     out_dim = dx if dx is not batching.not_mapped else dy
-    x = batching.matchaxis(axis_size, dx, out_dim, x)
-    y = batching.matchaxis(axis_size, dy, out_dim, y)
+    x = batching.matchaxis(axis_data.size, dx, out_dim, x)
+    y = batching.matchaxis(axis_data.size, dy, out_dim, y)
     return [add_any_p.bind(x, y)], [out_dim]
 
 
@@ -187,7 +187,7 @@ def _stop_gradient_jvp(primals, tangents):
 primitive_jvps[stop_gradient_p] = _stop_gradient_jvp
 
 
-def _stop_gradient_batch(axis_size, vals, dims):
+def _stop_gradient_batch(axis_data, vals, dims):
     return [stop_gradient_p.bind(vals[0])], [dims[0]]
 
 
