@@ -518,5 +518,5 @@ def _erf_inv_giles_abstract_eval(x):
 erf_inv_giles_p = Primitive("erf_inv_giles")
 erf_inv_giles_p.def_abstract_eval(_erf_inv_giles_abstract_eval)
 erf_inv_giles_p.def_impl(_erf_inv_giles_impl)
-ad.defjvp2(erf_inv_giles_p, _erf_inv_giles_jvp)
+ad.defjvp(erf_inv_giles_p, _erf_inv_giles_jvp, with_ans=True)
 batching.defvectorized(erf_inv_giles_p)

@@ -44,8 +44,6 @@ LINEAR_ELSEWHERE = {
 # kind -> {primitive name: why it has no such rule}
 ABSENT = {
     "jvp": {
-        "custom_jvp_call": "JVPTrace runs the user's jvp rule (process_custom_jvp_call)",
-        "custom_vjp_call": "JVPTrace runs the user's fwd/bwd (process_custom_vjp_call)",
         "pmax": "not differentiable in JAX either (a collective max has no jvp rule)",
         "pmin": "not differentiable in JAX either",
         "next_after": "piecewise constant in a bit pattern; JAX defines no jvp either",
@@ -215,6 +213,15 @@ def test_batching_rules_share_one_signature():
     assert not odd, f"batching rules with another signature: {odd}"
     assert batching.batch_when_unmapped <= set(batching.primitive_batchers), \
         "primitives in batch_when_unmapped without a batching rule"
+
+
+def test_jvp_rules_share_one_signature():
+    """Every jvp rule is ``rule(primals, tangents, **params)`` (JAX's); rules that need
+    their trace ask ``ad.running_jvp_main()`` instead of taking another signature."""
+    all_primitives()
+    odd = sorted(f"{p.name}: {_first_params(r, 2)}" for p, r in ad.primitive_jvps.items()
+                 if _first_params(r, 2) != ("primals", "tangents"))
+    assert not odd, f"jvp rules with another signature: {odd}"
 
 
 # jax.lax names issue 2 asks lax to export.

@@ -168,8 +168,8 @@ def _closure_error(kind, name, what="rule"):
 _active_rule_mains: list = []
 
 
-def _run_rule_guarded(trace, kind, name, fn, *args):
-    main = trace.main
+def _run_rule_guarded(kind, name, fn, *args):
+    main = ad.running_jvp_main()
     if any(m is main for m in _active_rule_mains):
         raise _closure_error(kind, name)
     _active_rule_mains.append(main)
@@ -488,8 +488,8 @@ def _custom_call_impl(*args, call_jaxpr, **_):
     return eval_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, *args)
 
 
-def _custom_jvp_call_jvp(trace, primals, tangents, *, call_jaxpr, jvp, num_consts,
-                         symbolic_zeros, name):
+def _custom_jvp_call_jvp(primals, tangents, *, call_jaxpr, jvp, num_consts, symbolic_zeros,
+                         name):
     _check_const_tangents(tangents[:num_consts], "custom_jvp", name)
     args, tans = primals[num_consts:], tangents[num_consts:]
     if all(type(t) is Zero for t in tans):
@@ -501,7 +501,7 @@ def _custom_jvp_call_jvp(trace, primals, tangents, *, call_jaxpr, jvp, num_const
         tans = [SymbolicZero(t.aval) if type(t) is Zero else t for t in tans]
     else:
         tans = [ad.instantiate_zeros(t) for t in tans]
-    return _run_rule_guarded(trace, "custom_jvp", name, jvp, list(args), tans)
+    return _run_rule_guarded("custom_jvp", name, jvp, list(args), tans)
 
 
 class _BatchedJVP(_Named):
@@ -582,7 +582,7 @@ custom_jvp_call_p = Primitive("custom_jvp_call")
 custom_jvp_call_p.multiple_results = True
 custom_jvp_call_p.def_abstract_eval(_custom_jvp_call_abstract_eval)
 custom_jvp_call_p.def_impl(_custom_call_impl)
-ad.primitive_jvps_with_trace[custom_jvp_call_p] = _custom_jvp_call_jvp
+ad.primitive_jvps[custom_jvp_call_p] = _custom_jvp_call_jvp
 ad.primitive_transposes[custom_jvp_call_p] = _transpose_as_call
 batching.primitive_batchers[custom_jvp_call_p] = _custom_jvp_call_batch
 batching.batch_when_unmapped.add(custom_jvp_call_p)
@@ -794,7 +794,7 @@ class _FlatBwd(_Named):
         return results
 
 
-def _custom_vjp_call_jvp(trace, primals, tangents, *, call_jaxpr, fwd, bwd, num_consts,
+def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, fwd, bwd, num_consts,
                          symbolic_zeros, name):
     _check_const_tangents(tangents[:num_consts], "custom_vjp", name)
     args, tans = primals[num_consts:], tangents[num_consts:]
@@ -804,8 +804,7 @@ def _custom_vjp_call_jvp(trace, primals, tangents, *, call_jaxpr, fwd, bwd, num_
                                       name=name)
         return outs, [Zero.from_primal_value(o) for o in outs]
     perturbed = [type(t) is not Zero for t in tans]
-    outs, res, res_info = _run_rule_guarded(trace, "custom_vjp", name, fwd, list(args),
-                                            perturbed)
+    outs, res, res_info = _run_rule_guarded("custom_vjp", name, fwd, list(args), perturbed)
     in_avals = tuple(_tangent_aval(get_aval(a)) for a in args)
     out_avals = tuple(_tangent_aval(a) for a in call_jaxpr.out_avals)
     out_nz = tuple(a.dtype != dtypes.float0 for a in out_avals)
@@ -909,7 +908,7 @@ custom_vjp_call_p = Primitive("custom_vjp_call")
 custom_vjp_call_p.multiple_results = True
 custom_vjp_call_p.def_abstract_eval(_custom_jvp_call_abstract_eval)
 custom_vjp_call_p.def_impl(_custom_call_impl)
-ad.primitive_jvps_with_trace[custom_vjp_call_p] = _custom_vjp_call_jvp
+ad.primitive_jvps[custom_vjp_call_p] = _custom_vjp_call_jvp
 ad.primitive_transposes[custom_vjp_call_p] = _transpose_as_call
 batching.primitive_batchers[custom_vjp_call_p] = _custom_vjp_call_batch
 batching.batch_when_unmapped.add(custom_vjp_call_p)
