@@ -10,10 +10,11 @@ it raises NameError (``unbound axis name``), at trace time or when run.
 
 How it works: the primitives' ``bind`` finds the vmap binding their axis names
 (``batching.trace_for_axes``) even when no operand is traced by it (``axis_index`` has no
-operands); their batching rules (``batching.axis_primitive_batchers``) turn a collective
-over the vmap's own name into an ordinary reduction over its batch axis (an unmapped
-operand is the same on every member: ``psum`` multiplies it by the axis size) and pass
-collectives over other names through. The results of psum/pmax/pmin/all_gather are the
+operands); their batching rules (in ``batching.primitive_batchers``, run even on unmapped
+operands: ``batching.batch_when_unmapped``) turn a collective over the vmap's own name
+into an ordinary reduction over its batch axis (an unmapped operand is the same on every
+member: ``psum`` multiplies it by the axis size) and pass collectives over other names
+through. The results of psum/pmax/pmin/all_gather are the
 same for every member, so they are unmapped. Jaxprs show them as
 ``psum[axes=('i',)]`` equations until a vmap batches them away.
 """
@@ -101,7 +102,8 @@ def _reducing_batcher(p, reduce_mapped, reduce_unmapped):
             outs = p.bind(*outs, axes=rest)
         return list(outs), [None] * len(outs)
 
-    batching.axis_primitive_batchers[p] = rule
+    batching.primitive_batchers[p] = rule
+    batching.batch_when_unmapped.add(p)
     batching.axis_name_params[p] = "axes"
 
 
@@ -310,7 +312,8 @@ all_gather_p = AxisPrimitive("all_gather")
 all_gather_p.def_abstract_eval(_all_gather_abstract_eval)
 all_gather_p.def_impl(_unbound_impl(all_gather_p))
 ad.deflinear(all_gather_p, _all_gather_transpose)
-batching.axis_primitive_batchers[all_gather_p] = _all_gather_batch
+batching.primitive_batchers[all_gather_p] = _all_gather_batch
+batching.batch_when_unmapped.add(all_gather_p)
 batching.axis_name_params[all_gather_p] = "axes"
 
 
@@ -345,7 +348,8 @@ axis_index_p = _AxisIndexPrimitive("axis_index")
 axis_index_p.def_abstract_eval(lambda *, axis_name: ShapedArray((), dtypes.int32, False))
 axis_index_p.def_impl(_unbound_impl(axis_index_p))
 ad.defjvp_zero(axis_index_p)
-batching.axis_primitive_batchers[axis_index_p] = _axis_index_batch
+batching.primitive_batchers[axis_index_p] = _axis_index_batch
+batching.batch_when_unmapped.add(axis_index_p)
 batching.axis_name_params[axis_index_p] = "axis_name"
 
 
@@ -482,7 +486,8 @@ ppermute_p = AxisPrimitive("ppermute")
 ppermute_p.def_abstract_eval(lambda x, *, axes, perm: x)
 ppermute_p.def_impl(_unbound_impl(ppermute_p))
 ad.deflinear(ppermute_p, _ppermute_transpose)
-batching.axis_primitive_batchers[ppermute_p] = _ppermute_batch
+batching.primitive_batchers[ppermute_p] = _ppermute_batch
+batching.batch_when_unmapped.add(ppermute_p)
 batching.axis_name_params[ppermute_p] = "axes"
 
 
@@ -530,7 +535,8 @@ pbroadcast_p = AxisPrimitive("pbroadcast")
 pbroadcast_p.def_abstract_eval(lambda x, *, axes, source: x)
 pbroadcast_p.def_impl(_unbound_impl(pbroadcast_p))
 ad.deflinear(pbroadcast_p, _pbroadcast_transpose)
-batching.axis_primitive_batchers[pbroadcast_p] = _pbroadcast_batch
+batching.primitive_batchers[pbroadcast_p] = _pbroadcast_batch
+batching.batch_when_unmapped.add(pbroadcast_p)
 batching.axis_name_params[pbroadcast_p] = "axes"
 
 
@@ -612,7 +618,8 @@ reduce_scatter_p = AxisPrimitive("reduce_scatter")
 reduce_scatter_p.def_abstract_eval(_reduce_scatter_abstract_eval)
 reduce_scatter_p.def_impl(_unbound_impl(reduce_scatter_p))
 ad.deflinear(reduce_scatter_p, _reduce_scatter_transpose)
-batching.axis_primitive_batchers[reduce_scatter_p] = _reduce_scatter_batch
+batching.primitive_batchers[reduce_scatter_p] = _reduce_scatter_batch
+batching.batch_when_unmapped.add(reduce_scatter_p)
 batching.axis_name_params[reduce_scatter_p] = "axes"
 
 
@@ -709,7 +716,8 @@ all_to_all_p = AxisPrimitive("all_to_all")
 all_to_all_p.def_abstract_eval(_all_to_all_abstract_eval)
 all_to_all_p.def_impl(_unbound_impl(all_to_all_p))
 ad.deflinear(all_to_all_p, _all_to_all_transpose)
-batching.axis_primitive_batchers[all_to_all_p] = _all_to_all_batch
+batching.primitive_batchers[all_to_all_p] = _all_to_all_batch
+batching.batch_when_unmapped.add(all_to_all_p)
 batching.axis_name_params[all_to_all_p] = "axes"
 
 
@@ -802,13 +810,15 @@ def _batched(aval, size):
 psend_p = AxisPrimitive("psend")
 psend_p.def_abstract_eval(lambda x, *, axes, perm: abstract_token)
 psend_p.def_impl(_unbound_impl(psend_p))
-batching.axis_primitive_batchers[psend_p] = _psend_batch
+batching.primitive_batchers[psend_p] = _psend_batch
+batching.batch_when_unmapped.add(psend_p)
 batching.axis_name_params[psend_p] = "axes"
 
 precv_p = AxisPrimitive("precv")
 precv_p.def_abstract_eval(_precv_abstract_eval)
 precv_p.def_impl(_unbound_impl(precv_p))
-batching.axis_primitive_batchers[precv_p] = _precv_batch
+batching.primitive_batchers[precv_p] = _precv_batch
+batching.batch_when_unmapped.add(precv_p)
 batching.axis_name_params[precv_p] = "axes"
 
 
@@ -1018,5 +1028,6 @@ ragged_all_to_all_p.def_abstract_eval(_ragged_a2a_abstract_eval)
 ragged_all_to_all_p.def_impl(_unbound_impl(ragged_all_to_all_p))
 ad.primitive_jvps[ragged_all_to_all_p] = _ragged_a2a_jvp
 ad.primitive_transposes[ragged_all_to_all_p] = _ragged_a2a_transpose
-batching.axis_primitive_batchers[ragged_all_to_all_p] = _ragged_a2a_batch
+batching.primitive_batchers[ragged_all_to_all_p] = _ragged_a2a_batch
+batching.batch_when_unmapped.add(ragged_all_to_all_p)
 batching.axis_name_params[ragged_all_to_all_p] = "axes"

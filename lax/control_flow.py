@@ -46,8 +46,8 @@ from tracer.interpreters.ad import Zero
 from tracer.interpreters.call import closed_call_p
 from tracer.jaxpr import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr,
                           eval_jaxpr_impls)
-from tracer.pytree import (keystr, tree_flatten, tree_flatten_with_path, tree_structure,
-                           tree_unflatten)
+from tracer.pytree import (flatten_fun, keystr, tree_flatten, tree_flatten_with_path,
+                           tree_structure, tree_unflatten)
 
 _map, _zip = builtins.map, builtins.zip
 
@@ -115,20 +115,16 @@ def _trace_fun(fun, in_tree, in_avals, fname, what):
     """Trace the Python function ``fun(*args)`` (args: the pytree ``in_tree`` of
     ``in_avals``). Returns (ClosedJaxpr with hoisted consts as leading invars, consts,
     out_tree)."""
-    store = []
 
-    def flat_fun(*flat):
-        out = fun(*tree_unflatten(in_tree, list(flat)))
-        pairs, out_tree = tree_flatten_with_path(out)
+    def check_out(pairs):
         for p, leaf in pairs:
             if not isinstance(leaf, (Tracer, Array)) and not valid_jaxtype(leaf):
                 raise TypeError(f"{fname}: {what} must return arrays, but output{keystr(p)} "
                                 f"is a {type(leaf).__name__}")
-        store.append(out_tree)
-        return [x for _, x in pairs]
 
+    flat_fun, out = flatten_fun(fun, in_tree, check_out=check_out)
     closed, consts = _trace(flat_fun, in_avals)
-    return closed, consts, store[0]
+    return closed, consts, out.tree
 
 
 def _eval_closed(closed: ClosedJaxpr, args):
@@ -698,7 +694,8 @@ cond_p.def_abstract_eval(_cond_abstract_eval)
 cond_p.def_impl(_cond_impl)
 ad.primitive_jvps[cond_p] = _cond_jvp
 ad.primitive_transposes[cond_p] = _cond_transpose
-batching.axis_primitive_batchers[cond_p] = _cond_batch
+batching.primitive_batchers[cond_p] = _cond_batch
+batching.batch_when_unmapped.add(cond_p)
 pe.partial_eval_rules[cond_p] = _cond_partial_eval
 pe.partial_eval_jaxpr_rules[cond_p] = _cond_partial_eval_jaxpr
 pe.dce_rules[cond_p] = _cond_dce
@@ -1024,7 +1021,8 @@ while_p.def_abstract_eval(_while_abstract_eval)
 while_p.def_impl(_while_impl)
 ad.primitive_jvps[while_p] = _while_jvp
 ad.primitive_transposes[while_p] = _while_transpose
-batching.axis_primitive_batchers[while_p] = _while_batch
+batching.primitive_batchers[while_p] = _while_batch
+batching.batch_when_unmapped.add(while_p)
 pe.partial_eval_rules[while_p] = _while_partial_eval
 pe.partial_eval_jaxpr_rules[while_p] = _while_partial_eval_jaxpr
 pe.dce_rules[while_p] = _while_dce
@@ -1566,7 +1564,8 @@ scan_p.def_abstract_eval(_scan_abstract_eval)
 scan_p.def_impl(_scan_impl)
 ad.primitive_jvps[scan_p] = _scan_jvp
 ad.primitive_transposes[scan_p] = _scan_transpose
-batching.axis_primitive_batchers[scan_p] = _scan_batch
+batching.primitive_batchers[scan_p] = _scan_batch
+batching.batch_when_unmapped.add(scan_p)
 pe.partial_eval_rules[scan_p] = _scan_partial_eval
 pe.partial_eval_jaxpr_rules[scan_p] = _scan_partial_eval_jaxpr
 pe.dce_rules[scan_p] = _scan_dce
@@ -1742,7 +1741,7 @@ def _barrier_transpose(cts, *args):
     return res
 
 
-def _barrier_batch(axis_size, vals, dims):
+def _barrier_batch(axis_data, vals, dims):
     return optimization_barrier_p.bind(*vals), list(dims)
 
 
@@ -1819,7 +1818,8 @@ composite_p = _ControlFlowPrimitive("composite")
 composite_p.def_abstract_eval(_composite_abstract_eval)
 composite_p.def_impl(lambda *args, jaxpr, **_: _eval_closed(jaxpr, args))
 ad.primitive_jvps[composite_p] = _composite_jvp
-batching.axis_primitive_batchers[composite_p] = _composite_batch
+batching.primitive_batchers[composite_p] = _composite_batch
+batching.batch_when_unmapped.add(composite_p)
 
 
 # ===================================== closed_call ========================================

@@ -413,12 +413,12 @@ def _conv_jvp(primals, tangents, **params):
 
 # ------------------------------------------ batching ----------------------------------------
 
-def _conv_batch(axis_size, vals, dims, *, dimension_numbers, feature_group_count,
+def _conv_batch(axis_data, vals, dims, *, dimension_numbers, feature_group_count,
                 batch_group_count, **params):
     (lhs, rhs), (dl, dr) = vals, dims
     dn = dimension_numbers
     G, B = feature_group_count, batch_group_count
-    size = axis_size
+    size = axis_data.size
     bind = lambda l, r, g, b: conv_general_dilated_p.bind(
         l, r, dimension_numbers=dn, feature_group_count=g, batch_group_count=b, **params)
     if dl is not None and dr is not None and B == 1:
@@ -442,7 +442,7 @@ def _conv_batch(axis_size, vals, dims, *, dimension_numbers, feature_group_count
     if dl is None or dr is None:
         lhs = batching.bdim_at_front(lhs, dl, size)
         rhs = batching.bdim_at_front(rhs, dr, size)
-        return _conv_batch(size, [lhs, rhs], [0, 0], dimension_numbers=dn,
+        return _conv_batch(axis_data, [lhs, rhs], [0, 0], dimension_numbers=dn,
                            feature_group_count=G, batch_group_count=B, **params)
     # Both batched with batch groups (the rhs gradient of a grouped convolution under
     # vmap): one convolution per batch member.

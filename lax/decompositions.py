@@ -167,8 +167,8 @@ def _cholesky_jvp(primals, tangents):
     return [L], [_mm(L, phi)]
 
 
-def _cholesky_batch(axis_size, vals, dims):
-    (x,) = _front_batch(axis_size, vals, dims)
+def _cholesky_batch(axis_data, vals, dims):
+    (x,) = _front_batch(axis_data.size, vals, dims)
     return [cholesky_p.bind(x)], [0]
 
 
@@ -293,8 +293,8 @@ def _ts_transpose(cts, a, b, **params):
     return [None, triangular_solve_p.bind(a, ct, **p)]
 
 
-def _ts_batch(axis_size, vals, dims, **params):
-    a, b = _front_batch(axis_size, vals, dims)
+def _ts_batch(axis_data, vals, dims, **params):
+    a, b = _front_batch(axis_data.size, vals, dims)
     return [triangular_solve_p.bind(a, b, **params)], [0]
 
 
@@ -376,8 +376,8 @@ def _lu_jvp(primals, tangents):
     return outs, [dlu] + zeros
 
 
-def _lu_batch(axis_size, vals, dims):
-    (x,) = _front_batch(axis_size, vals, dims)
+def _lu_batch(axis_data, vals, dims):
+    (x,) = _front_batch(axis_data.size, vals, dims)
     return lu_p.bind(x), [0, 0, 0]
 
 
@@ -445,8 +445,8 @@ def _qr_jvp(primals, tangents, *, full_matrices):
     return [q, r], [dq, dr]
 
 
-def _qr_batch(axis_size, vals, dims, *, full_matrices):
-    (x,) = _front_batch(axis_size, vals, dims)
+def _qr_batch(axis_data, vals, dims, *, full_matrices):
+    (x,) = _front_batch(axis_data.size, vals, dims)
     return qr_p.bind(x, full_matrices=full_matrices), [0, 0]
 
 
@@ -507,8 +507,8 @@ def _eigh_jvp(primals, tangents, *, lower):
     return [v, w], [dv, dw]
 
 
-def _eigh_batch(axis_size, vals, dims, *, lower):
-    (x,) = _front_batch(axis_size, vals, dims)
+def _eigh_batch(axis_data, vals, dims, *, lower):
+    (x,) = _front_batch(axis_data.size, vals, dims)
     return eigh_p.bind(x, lower=lower), [0, 0]
 
 
@@ -618,8 +618,8 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
     return outs, [ds, dU, _H(dV)]
 
 
-def _svd_batch(axis_size, vals, dims, **params):
-    (x,) = _front_batch(axis_size, vals, dims)
+def _svd_batch(axis_data, vals, dims, **params):
+    (x,) = _front_batch(axis_data.size, vals, dims)
     outs = svd_p.bind(x, **params)
     return outs, [0] * len(outs)
 
@@ -691,8 +691,8 @@ def _eig_jvp(primals, tangents, *, compute_left_eigenvectors, compute_right_eige
     return outs, [ew.div(num, den)]
 
 
-def _eig_batch(axis_size, vals, dims, **params):
-    (x,) = _front_batch(axis_size, vals, dims)
+def _eig_batch(axis_data, vals, dims, **params):
+    (x,) = _front_batch(axis_data.size, vals, dims)
     outs = eig_p.bind(x, **params)
     return outs, [0] * len(outs)
 

@@ -14,7 +14,7 @@ import numpy as np
 from tracer import dtypes
 from tracer.core import Array, Primitive, ShapedArray, get_aval
 from tracer.interpreters import ad, batching
-from tracer.interpreters.ad import Zero, defjvp, defjvp2, defjvp_zero, deflinear, defbilinear
+from tracer.interpreters.ad import Zero, defjvp, defjvp_zero, deflinear, defbilinear
 from lax.utils import (_any, _bool, _bool_or_int, _complex, _float, _inexact, _int, _num,
                        _ordered, _signed_num, as_lax_value, check_dtype,
                        check_same_shapes_dtypes, np_errstate, promote_weak_scalars,
@@ -140,7 +140,7 @@ def exp(x):
 
 
 exp_p = standard_unop("exp", np_errstate(np.exp), _inexact)
-defjvp2(exp_p, lambda g, ans, x: mul(g, ans))
+defjvp(exp_p, lambda g, ans, x: mul(g, ans), with_ans=True)
 
 
 def exp2(x):
@@ -149,7 +149,7 @@ def exp2(x):
 
 
 exp2_p = standard_unop("exp2", np_errstate(np.exp2), _inexact)
-defjvp2(exp2_p, lambda g, ans, x: mul(g, mul(ans, _const(ans, np.log(2.0)))))
+defjvp(exp2_p, lambda g, ans, x: mul(g, mul(ans, _const(ans, np.log(2.0)))), with_ans=True)
 
 
 def log(x):
@@ -167,7 +167,7 @@ def expm1(x):
 
 
 expm1_p = standard_unop("expm1", np_errstate(np.expm1), _inexact)
-defjvp2(expm1_p, lambda g, ans, x: mul(g, add(ans, _const(ans, 1))))
+defjvp(expm1_p, lambda g, ans, x: mul(g, add(ans, _const(ans, 1))), with_ans=True)
 
 
 def log1p(x):
@@ -185,7 +185,7 @@ def tanh(x):
 
 
 tanh_p = standard_unop("tanh", np_errstate(np.tanh), _inexact)
-defjvp2(tanh_p, lambda g, ans, x: mul(g, sub(_const(ans, 1), mul(ans, ans))))
+defjvp(tanh_p, lambda g, ans, x: mul(g, sub(_const(ans, 1), mul(ans, ans))), with_ans=True)
 
 
 def logistic(x):
@@ -202,7 +202,7 @@ def _logistic_impl(x):
 
 
 logistic_p = standard_unop("logistic", _logistic_impl, _inexact)
-defjvp2(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(_const(ans, 1), ans))))
+defjvp(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(_const(ans, 1), ans))), with_ans=True)
 
 
 def sin(x):
@@ -229,7 +229,7 @@ def tan(x):
 
 
 tan_p = standard_unop("tan", np_errstate(np.tan), _inexact)
-defjvp2(tan_p, lambda g, ans, x: mul(g, add(_const(ans, 1), mul(ans, ans))))
+defjvp(tan_p, lambda g, ans, x: mul(g, add(_const(ans, 1), mul(ans, ans))), with_ans=True)
 
 
 def sqrt(x):
@@ -238,7 +238,7 @@ def sqrt(x):
 
 
 sqrt_p = standard_unop("sqrt", np_errstate(np.sqrt), _inexact)
-defjvp2(sqrt_p, lambda g, ans, x: safe_div(g, mul(_const(ans, 2), ans)))
+defjvp(sqrt_p, lambda g, ans, x: safe_div(g, mul(_const(ans, 2), ans)), with_ans=True)
 
 
 def rsqrt(x):
@@ -252,7 +252,7 @@ def _rsqrt_impl(x):
 
 
 rsqrt_p = standard_unop("rsqrt", _rsqrt_impl, _inexact)
-defjvp2(rsqrt_p, lambda g, ans, x: safe_mul(g, mul(_const(ans, -0.5), div(ans, x))))
+defjvp(rsqrt_p, lambda g, ans, x: safe_mul(g, mul(_const(ans, -0.5), div(ans, x))), with_ans=True)
 
 
 def cbrt(x):
@@ -261,7 +261,8 @@ def cbrt(x):
 
 
 cbrt_p = standard_unop("cbrt", np.cbrt, _float)
-defjvp2(cbrt_p, lambda g, ans, x: safe_mul(g, mul(_const(ans, 1 / 3), integer_pow(ans, -2))))
+defjvp(cbrt_p, lambda g, ans, x: safe_mul(g, mul(_const(ans, 1 / 3), integer_pow(ans, -2))),
+       with_ans=True)
 
 
 def erf(x):
@@ -635,8 +636,8 @@ defbilinear(safe_mul_p, lambda ct, t, d: safe_mul(ct, d), lambda ct, t, d: safe_
 
 safe_div_p = standard_naryop("safe_div", _zero_safe_impl(np.true_divide), _inexact)
 # d/dd (t / d) = -(t / d) * d_dot / d, zero wherever the quotient is.
-defjvp2(safe_div_p, lambda g, ans, t, d: safe_div(g, d),
-        lambda g, ans, t, d: neg(safe_div(safe_mul(ans, g), d)))
+defjvp(safe_div_p, lambda g, ans, t, d: safe_div(g, d),
+       lambda g, ans, t, d: neg(safe_div(safe_mul(ans, g), d)), with_ans=True)
 
 
 def _safe_div_transpose(cts, t, d):
@@ -775,8 +776,8 @@ def _nan_x_first(x, out):
 
 
 max_p = standard_naryop("max", np_errstate(_max_impl), _ordered)
-defjvp2(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
-        lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
+defjvp(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
+       lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)), with_ans=True)
 
 
 def min(x, y):
@@ -786,8 +787,8 @@ def min(x, y):
 
 
 min_p = standard_naryop("min", np_errstate(_min_impl), _ordered)
-defjvp2(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
-        lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
+defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
+       lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)), with_ans=True)
 
 
 def atan2(x, y):
@@ -1069,7 +1070,7 @@ def _select_n_transpose(cts, which, *cases):
     return res
 
 
-def _select_n_batch(axis_size, vals, dims):
+def _select_n_batch(axis_data, vals, dims):
     which, *cases = vals
     wdim, *cdims = dims
     case_aval = next(get_aval(c) for c, d in zip(cases, cdims))
@@ -1077,12 +1078,12 @@ def _select_n_batch(axis_size, vals, dims):
     if wdim is None and get_aval(which).ndim == 0 and all(d == cdims[0] for d in cdims) \
             and cdims[0] is not None:
         return [select_n(which, *cases)], [cdims[0]]
-    cases = [batching.bdim_at_front(c, d, axis_size) for c, d in zip(cases, cdims)]
+    cases = [batching.bdim_at_front(c, d, axis_data.size) for c, d in zip(cases, cdims)]
     out_shape = get_aval(cases[0]).shape
     if get_aval(which).ndim == 0 and wdim is None:
         pass
     else:
-        which = batching.bdim_at_front(which, wdim, axis_size)
+        which = batching.bdim_at_front(which, wdim, axis_data.size)
         if get_aval(which).ndim != len(out_shape):
             from lax.shapes import broadcast_in_dim
             which = broadcast_in_dim(which, out_shape, (0,))
@@ -1126,19 +1127,19 @@ def _clamp_impl(lo, x, hi):
     return np.asarray(_min_impl(_max_impl(lo, x), hi)).astype(x.dtype)
 
 
-def _clamp_batch(axis_size, vals, dims):
+def _clamp_batch(axis_data, vals, dims):
     lo, x, hi = vals
     dlo, dx, dhi = dims
     if dlo is None and dhi is None and get_aval(lo).ndim == 0 and get_aval(hi).ndim == 0:
         return [clamp(lo, x, hi)], [dx]
-    x = batching.bdim_at_front(x, dx, axis_size)
+    x = batching.bdim_at_front(x, dx, axis_data.size)
     shape = get_aval(x).shape
     from lax.shapes import broadcast_in_dim
 
     def fix(v, d):
         if d is None and get_aval(v).ndim == 0:
             return broadcast_in_dim(v, shape, ())
-        v = batching.bdim_at_front(v, d, axis_size)
+        v = batching.bdim_at_front(v, d, axis_data.size)
         if get_aval(v).ndim == 1:
             v = broadcast_in_dim(v, shape, (0,))
         return v
@@ -1289,7 +1290,7 @@ bitcast_convert_type_p.def_impl(_bitcast_impl)
 defjvp_zero(bitcast_convert_type_p)
 
 
-def _bitcast_batch(axis_size, vals, dims, *, new_dtype):
+def _bitcast_batch(axis_data, vals, dims, *, new_dtype):
     (x,), (d,) = vals, dims
     x = batching.moveaxis(x, d, 0)
     return [bitcast_convert_type_p.bind(x, new_dtype=new_dtype)], [0]

@@ -125,7 +125,7 @@ def _fft_transpose(cts, x, *, fft_type, fft_lengths):
     return [ew.conj(ew.mul(y, wb))]
 
 
-def _fft_batch(axis_size, vals, dims, **params):
+def _fft_batch(axis_data, vals, dims, **params):
     (x,), (d,) = vals, dims
     x = batching.moveaxis(x, d, 0)
     return [fft_p.bind(x, **params)], [0]

@@ -423,7 +423,7 @@ def _gather_transpose(cts, operand, indices, *, dimension_numbers, slice_sizes,
     return [out, None]
 
 
-def _gather_batch(axis_size, vals, dims, *, dimension_numbers, slice_sizes, **params):
+def _gather_batch(axis_data, vals, dims, *, dimension_numbers, slice_sizes, **params):
     operand, indices = vals
     od, idd = dims
     dn = dimension_numbers
@@ -436,7 +436,7 @@ def _gather_batch(axis_size, vals, dims, *, dimension_numbers, slice_sizes, **pa
             start_index_map=inc(dn.start_index_map),
             operand_batching_dims=inc(dn.operand_batching_dims),
             start_indices_batching_dims=dn.start_indices_batching_dims)
-        sizes = (axis_size,) + tuple(slice_sizes)
+        sizes = (axis_data.size,) + tuple(slice_sizes)
     elif od is None:
         # A new leading batch dimension of the indices: the output's first batch dim.
         indices = batching.moveaxis(indices, idd, 0)
@@ -639,13 +639,13 @@ def _combine_ufunc(ufunc):
 
 
 def _scatter_batch(prim):
-    def rule(axis_size, vals, dims, *, dimension_numbers, **params):
+    def rule(axis_data, vals, dims, *, dimension_numbers, **params):
         operand, indices, updates = vals
         od, idd, ud = dims
         dn = dimension_numbers
         inc = lambda ds: tuple(d + 1 for d in ds)  # noqa: E731
-        operand = batching.bdim_at_front(operand, od, axis_size)
-        updates = batching.bdim_at_front(updates, ud, axis_size)
+        operand = batching.bdim_at_front(operand, od, axis_data.size)
+        updates = batching.bdim_at_front(updates, ud, axis_data.size)
         if idd is None:
             # Every batch member scatters to the same places: the batch axis is a window.
             new = ScatterDimensionNumbers(
@@ -1226,7 +1226,7 @@ def _stack_batched_starts(axis_size, starts, sdims):
     return _shapes.concatenate(cols, 1)
 
 
-def _dynamic_slice_batch(axis_size, vals, dims, *, slice_sizes):
+def _dynamic_slice_batch(axis_data, vals, dims, *, slice_sizes):
     operand, *starts = vals
     od, *sdims = dims
     if all(d is None for d in sdims):
@@ -1235,10 +1235,10 @@ def _dynamic_slice_batch(axis_size, vals, dims, *, slice_sizes):
         new_starts = list(starts)
         new_starts.insert(od, zero)
         sizes = list(slice_sizes)
-        sizes.insert(od, axis_size)
+        sizes.insert(od, axis_data.size)
         return [dynamic_slice_p.bind(operand, *new_starts, slice_sizes=tuple(sizes))], [od]
     # Batched starts: a clamping gather with one index vector per batch member.
-    idx = _stack_batched_starts(axis_size, starts, sdims)
+    idx = _stack_batched_starts(axis_data.size, starts, sdims)
     rank = len(slice_sizes)
     if od is None:
         dn = GatherDimensionNumbers(offset_dims=tuple(range(1, rank + 1)),
@@ -1332,17 +1332,17 @@ def _dynamic_update_slice_transpose(cts, operand, update, *starts):
     return [ct_op, ct_up] + nones
 
 
-def _dynamic_update_slice_batch(axis_size, vals, dims):
+def _dynamic_update_slice_batch(axis_data, vals, dims):
     operand, update, *starts = vals
     od, ud, *sdims = dims
-    operand = batching.bdim_at_front(operand, od, axis_size)
-    update = batching.bdim_at_front(update, ud, axis_size)
+    operand = batching.bdim_at_front(operand, od, axis_data.size)
+    update = batching.bdim_at_front(update, ud, axis_data.size)
     if all(d is None for d in sdims):
         zero = Array(np.zeros((), get_aval(starts[0]).dtype if starts else
                               dtypes.default_int_dtype()))
         return [dynamic_update_slice_p.bind(operand, update, zero, *starts)], [0]
     # Batched starts: a clamping replace-scatter, one window per batch member.
-    idx = _stack_batched_starts(axis_size, starts, sdims)
+    idx = _stack_batched_starts(axis_data.size, starts, sdims)
     rank = len(starts)
     dn = ScatterDimensionNumbers(update_window_dims=tuple(range(1, rank + 1)),
                                  inserted_window_dims=(),

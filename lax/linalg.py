@@ -191,7 +191,7 @@ def _bump(dims, d):
     return tuple(i + (i >= d) for i in dims)
 
 
-def _dot_general_batch(axis_size, vals, dims, *, dimension_numbers, precision,
+def _dot_general_batch(axis_data, vals, dims, *, dimension_numbers, precision,
                        preferred_element_type):
     # The batch axis stays where it is: only the dimension numbers change, so no operand
     # is transposed or copied.

@@ -249,7 +249,7 @@ def _rbg_impl(key, *, shape, dtype, algorithm):
     return rng_bit_generator_reference(key, shape=shape, dtype=dtype, algorithm=algorithm)
 
 
-def _rbg_batch(axis_size, vals, dims, *, shape, dtype, algorithm):
+def _rbg_batch(axis_data, vals, dims, *, shape, dtype, algorithm):
     (key,), (d,) = vals, dims
     key = batching.moveaxis(key, d, 0)
     return rng_bit_generator_p.bind(key, shape=shape, dtype=dtype, algorithm=algorithm), [0, 0]
@@ -332,7 +332,7 @@ rng_uniform_p.def_impl(_rng_uniform_impl)
 ad.defjvp_zero(rng_uniform_p)
 pe.effectful_primitives.add(rng_uniform_p)
 batching.primitive_batchers[rng_uniform_p] = (
-    lambda axis_size, vals, dims, **p: _rng_bounds_batch(rng_uniform_p, axis_size, vals,
+    lambda axis_data, vals, dims, **p: _rng_bounds_batch(rng_uniform_p, axis_data.size, vals,
                                                          dims, **p))
 
 
@@ -364,7 +364,7 @@ rng_normal_p.def_impl(_rng_normal_impl)
 ad.defjvp_zero(rng_normal_p)
 pe.effectful_primitives.add(rng_normal_p)
 batching.primitive_batchers[rng_normal_p] = (
-    lambda axis_size, vals, dims, **p: _rng_bounds_batch(rng_normal_p, axis_size, vals,
+    lambda axis_data, vals, dims, **p: _rng_bounds_batch(rng_normal_p, axis_data.size, vals,
                                                          dims, **p))
 
 
@@ -518,5 +518,5 @@ def _erf_inv_giles_abstract_eval(x):
 erf_inv_giles_p = Primitive("erf_inv_giles")
 erf_inv_giles_p.def_abstract_eval(_erf_inv_giles_abstract_eval)
 erf_inv_giles_p.def_impl(_erf_inv_giles_impl)
-ad.defjvp2(erf_inv_giles_p, _erf_inv_giles_jvp)
+ad.defjvp(erf_inv_giles_p, _erf_inv_giles_jvp, with_ans=True)
 batching.defvectorized(erf_inv_giles_p)

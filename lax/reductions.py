@@ -254,7 +254,7 @@ def _argmin_impl(x, *, axes, index_dtype):
 
 
 def _arg_batch(p):
-    def rule(axis_size, vals, dims, *, axes, index_dtype):
+    def rule(axis_data, vals, dims, *, axes, index_dtype):
         (x,), (d,) = vals, dims
         ax = tuple(a + (a >= d) for a in axes)
         out_d = d - (axes[0] < d)
@@ -353,7 +353,7 @@ def _reduction_jaxpr(computation, init_avals, tree):
     """The computation traced on scalars: (ClosedJaxpr over 2n scalars, output treedef)."""
     from tracer.core import Tracer
     from tracer.interpreters import partial_eval as pe
-    from tracer.pytree import tree_flatten, tree_unflatten
+    from tracer.pytree import PyTreeDef, flatten_fun
     key = (computation, init_avals, tree)
     try:
         hit = _reduction_jaxpr_cache.get(key)
@@ -361,14 +361,8 @@ def _reduction_jaxpr(computation, init_avals, tree):
         key, hit = None, None
     if hit is not None:
         return hit
-    n = len(init_avals)
-    store = {}
-
-    def flat_fun(*args):
-        acc, x = tree_unflatten(tree, args[:n]), tree_unflatten(tree, args[n:])
-        outs, store["tree"] = tree_flatten(computation(acc, x))
-        return outs
-
+    # computation(acc, x): both arguments have the operands' structure ``tree``.
+    flat_fun, out = flatten_fun(computation, PyTreeDef(tuple, None, (tree, tree)))
     jaxpr, consts = pe.trace_to_jaxpr_dynamic(flat_fun, list(init_avals) * 2)
     if any(isinstance(c, Tracer) for c in consts):
         raise NotImplementedError("reduce: the computation closes over a traced value; pass "
@@ -379,10 +373,10 @@ def _reduction_jaxpr(computation, init_avals, tree):
             raise TypeError(f"reduce: the computation must return scalars of the operands' "
                             f"dtypes {[x.dtype.name for x in init_avals]}, got "
                             f"{[o.aval.str_short() for o in jaxpr.outvars]}")
-    out = (pe.ClosedJaxpr(jaxpr, consts), store["tree"])
+    res = (pe.ClosedJaxpr(jaxpr, consts), out.tree)
     if key is not None and len(_reduction_jaxpr_cache) < 1000:
-        _reduction_jaxpr_cache[key] = out
-    return out
+        _reduction_jaxpr_cache[key] = res
+    return res
 
 
 def _monoid_reducer(closed, inits):
@@ -548,12 +542,12 @@ def _reduce_jvp(primals, tangents, *, computation, dimensions):
     return outs, t_out
 
 
-def _reduce_batch(axis_size, vals, dims, *, computation, dimensions):
+def _reduce_batch(axis_data, vals, dims, *, computation, dimensions):
     n = len(vals) // 2
     if any(d is not None for d in dims[n:]):
         raise NotImplementedError("vmap of reduce with batched init values is not "
                                   "supported (as in JAX); pass them unbatched")
-    ops = [batching.bdim_at_front(x, d, axis_size) for x, d in zip(vals[:n], dims[:n])]
+    ops = [batching.bdim_at_front(x, d, axis_data.size) for x, d in zip(vals[:n], dims[:n])]
     outs = reduce_p.bind(*ops, *vals[n:], computation=computation,
                          dimensions=tuple(d + 1 for d in dimensions))
     return outs, [0] * n

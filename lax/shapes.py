@@ -82,10 +82,10 @@ def _broadcast_in_dim_transpose(cts, x, *, shape, broadcast_dimensions):
     return [reshape(summed, in_shape)]
 
 
-def _broadcast_in_dim_batch(axis_size, vals, dims, *, shape, broadcast_dimensions):
+def _broadcast_in_dim_batch(axis_data, vals, dims, *, shape, broadcast_dimensions):
     (x,), (d,) = vals, dims
     x = batching.moveaxis(x, d, 0)
-    new_shape = (axis_size,) + shape
+    new_shape = (axis_data.size,) + shape
     new_bd = (0,) + tuple(b + 1 for b in broadcast_dimensions)
     return [broadcast_in_dim_p.bind(x, shape=new_shape, broadcast_dimensions=new_bd)], [0]
 
@@ -194,10 +194,10 @@ def _reshape_transpose(cts, x, *, new_sizes, dimensions):
     return [reshape(ct, x.aval.shape)]
 
 
-def _reshape_batch(axis_size, vals, dims, *, new_sizes, dimensions):
+def _reshape_batch(axis_data, vals, dims, *, new_sizes, dimensions):
     (x,), (d,) = vals, dims
     x = batching.moveaxis(x, d, 0)
-    return [reshape_p.bind(x, new_sizes=(axis_size,) + new_sizes, dimensions=None)], [0]
+    return [reshape_p.bind(x, new_sizes=(axis_data.size,) + new_sizes, dimensions=None)], [0]
 
 
 reshape_p = Primitive("reshape")
@@ -252,7 +252,7 @@ def _transpose_transpose(cts, x, *, permutation):
     return [transpose(ct, tuple(np.argsort(permutation)))]
 
 
-def _transpose_batch(axis_size, vals, dims, *, permutation):
+def _transpose_batch(axis_data, vals, dims, *, permutation):
     (x,), (d,) = vals, dims
     perm = (d,) + tuple(p + (p >= d) for p in permutation)
     return [transpose_p.bind(x, permutation=perm)], [0]
@@ -283,7 +283,7 @@ def _rev_abstract_eval(x, *, dimensions):
     return x
 
 
-def _rev_batch(axis_size, vals, dims, *, dimensions):
+def _rev_batch(axis_data, vals, dims, *, dimensions):
     (x,), (d,) = vals, dims
     return [rev_p.bind(x, dimensions=tuple(a + (a >= d) for a in dimensions))], [d]
 
@@ -350,12 +350,12 @@ def _slice_transpose(cts, x, *, start_indices, limit_indices, strides):
     return [pad(ct, _const(ct, 0), pads)]
 
 
-def _slice_batch(axis_size, vals, dims, *, start_indices, limit_indices, strides):
+def _slice_batch(axis_data, vals, dims, *, start_indices, limit_indices, strides):
     (x,), (d,) = vals, dims
     start = list(start_indices)
     limit = list(limit_indices)
     start.insert(d, 0)
-    limit.insert(d, axis_size)
+    limit.insert(d, axis_data.size)
     st = None
     if strides is not None:
         st = list(strides)
@@ -445,14 +445,14 @@ def _concatenate_transpose(cts, *xs, dimension):
     return outs
 
 
-def _concatenate_batch(axis_size, vals, dims, *, dimension):
+def _concatenate_batch(axis_data, vals, dims, *, dimension):
     mapped = [d for d in dims if d is not None]
     if all(d == mapped[0] for d in mapped):
         # Keep the common batch axis; only unmapped operands are broadcast to it.
         d = mapped[0]
-        xs = [batching.matchaxis(axis_size, dx, d, x) for x, dx in zip(vals, dims)]
+        xs = [batching.matchaxis(axis_data.size, dx, d, x) for x, dx in zip(vals, dims)]
         return [concatenate_p.bind(*xs, dimension=dimension + (d <= dimension))], [d]
-    xs = [batching.bdim_at_front(x, d, axis_size) for x, d in zip(vals, dims)]
+    xs = [batching.bdim_at_front(x, d, axis_data.size) for x, d in zip(vals, dims)]
     return [concatenate_p.bind(*xs, dimension=dimension + 1)], [0]
 
 
@@ -533,7 +533,7 @@ def _pad_transpose(cts, x, v, *, padding_config):
     return [t_operand, t_v]
 
 
-def _pad_batch(axis_size, vals, dims, *, padding_config):
+def _pad_batch(axis_data, vals, dims, *, padding_config):
     (x, v), (dx, dv) = vals, dims
     if dv is None:
         config = list(padding_config)
@@ -541,7 +541,7 @@ def _pad_batch(axis_size, vals, dims, *, padding_config):
         return [pad_p.bind(x, v, padding_config=tuple(config))], [dx]
     # A batched padding value: pad with zeros, then select the padding positions.
     from lax.elementwise import select, _const
-    x = batching.bdim_at_front(x, dx, axis_size)
+    x = batching.bdim_at_front(x, dx, axis_data.size)
     config = ((0, 0, 0),) + tuple(padding_config)
     padded = pad_p.bind(x, _const(x, 0), padding_config=config)
     mask = pad(full(_shape(x), True, dtypes.bool_), False, config)

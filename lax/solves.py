@@ -234,7 +234,8 @@ linear_solve_p.def_abstract_eval(_ls_abstract_eval)
 linear_solve_p.def_impl(_ls_impl)
 ad.primitive_jvps[linear_solve_p] = _ls_jvp
 ad.primitive_transposes[linear_solve_p] = _ls_transpose
-batching.axis_primitive_batchers[linear_solve_p] = _ls_batch
+batching.primitive_batchers[linear_solve_p] = _ls_batch
+batching.batch_when_unmapped.add(linear_solve_p)
 
 
 # ======================================= custom_root =======================================

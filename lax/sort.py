@@ -139,8 +139,8 @@ def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
     return sorted_primals, t_out
 
 
-def _sort_batch(axis_size, vals, dims, *, dimension, is_stable, num_keys):
-    vals = [batching.bdim_at_front(v, d, axis_size) for v, d in zip(vals, dims)]
+def _sort_batch(axis_data, vals, dims, *, dimension, is_stable, num_keys):
+    vals = [batching.bdim_at_front(v, d, axis_data.size) for v, d in zip(vals, dims)]
     outs = sort_p.bind(*vals, dimension=dimension + 1, is_stable=is_stable, num_keys=num_keys)
     return outs, [0] * len(outs)
 
@@ -195,7 +195,7 @@ def _top_k_jvp(primals, tangents, *, k):
     return [vals, idx], [_take_along(t, idx, -1), Zero.from_primal_value(idx)]
 
 
-def _top_k_batch(axis_size, vals, dims, *, k):
+def _top_k_batch(axis_data, vals, dims, *, k):
     (x,), (d,) = vals, dims
     nd = get_aval(x).ndim
     if d == nd - 1:

@@ -51,7 +51,7 @@ import numpy as np
 
 from tracer import dtypes
 from tracer.core import Array, get_aval
-from tracer.interpreters.ad import defjvp, defjvp2, defjvp_zero
+from tracer.interpreters.ad import defjvp, defjvp_zero
 from lax import elementwise as ew
 from lax.elementwise import _bind_binary, _bind_unary, _const
 from lax.shapes import broadcast_in_dim, full_like
@@ -345,8 +345,8 @@ def erfcx(x):
 
 
 erfcx_p = standard_unop("erfcx", _kernel_impl("erfcx"), _float)
-defjvp2(erfcx_p, lambda g, ans, x: ew.mul(g, ew.sub(ew.mul(_const(x, 2), ew.mul(x, ans)),
-                                                    _const(x, _TWO_OVER_SQRT_PI))))
+defjvp(erfcx_p, lambda g, ans, x: ew.mul(g, ew.sub(ew.mul(_const(x, 2), ew.mul(x, ans)),
+                                                   _const(x, _TWO_OVER_SQRT_PI))), with_ans=True)
 
 
 def erf_inv(x):
@@ -356,8 +356,9 @@ def erf_inv(x):
 
 
 erf_inv_p = standard_unop("erf_inv", _kernel_impl("erf_inv"), _float)
-defjvp2(erf_inv_p, lambda g, ans, x: ew.safe_mul(g, ew.mul(_const(x, _SQRT_PI_OVER_TWO),
-                                                             ew.exp(ew.square(ans)))))
+defjvp(erf_inv_p, lambda g, ans, x: ew.safe_mul(g, ew.mul(_const(x, _SQRT_PI_OVER_TWO),
+                                                            ew.exp(ew.square(ans)))),
+       with_ans=True)
 
 
 def erfc_inv(x):
@@ -368,8 +369,9 @@ def erfc_inv(x):
 
 
 erfc_inv_p = standard_unop("erfc_inv", _kernel_impl("erfc_inv"), _float)
-defjvp2(erfc_inv_p, lambda g, ans, x: ew.safe_mul(g, ew.mul(_const(x, -_SQRT_PI_OVER_TWO),
-                                                              ew.exp(ew.square(ans)))))
+defjvp(erfc_inv_p, lambda g, ans, x: ew.safe_mul(g, ew.mul(_const(x, -_SQRT_PI_OVER_TWO),
+                                                             ew.exp(ew.square(ans)))),
+       with_ans=True)
 
 
 # ======================================= Bessel =======================================
@@ -381,8 +383,9 @@ def bessel_i0e(x):
 
 
 bessel_i0e_p = standard_unop("bessel_i0e", _kernel_impl("bessel_i0e"), _float)
-defjvp2(bessel_i0e_p, lambda g, ans, x: ew.mul(g, ew.sub(bessel_i1e(x), ew.mul(ew.sign(x),
-                                                                                ans))))
+defjvp(bessel_i0e_p, lambda g, ans, x: ew.mul(g, ew.sub(bessel_i1e(x), ew.mul(ew.sign(x),
+                                                                               ans))),
+       with_ans=True)
 
 
 def bessel_i1e(x):
@@ -402,7 +405,7 @@ def _bessel_i1e_jvp(g, ans, x):
 
 
 bessel_i1e_p = standard_unop("bessel_i1e", _kernel_impl("bessel_i1e"), _float)
-defjvp2(bessel_i1e_p, _bessel_i1e_jvp)
+defjvp(bessel_i1e_p, _bessel_i1e_jvp, with_ans=True)
 
 
 # ================================ next_after, is_inf ==================================

@@ -33,7 +33,7 @@ from lax import elementwise as ew
 from lax.elementwise import _bind_binary, _bind_unary, _const
 from lax.shapes import full_like
 from lax.utils import _complex, _float, promote_weak_scalars, standard_naryop, standard_unop
-from tracer.interpreters.ad import defjvp, defjvp2
+from tracer.interpreters.ad import defjvp
 
 
 def _kernel_impl(name):
@@ -112,8 +112,9 @@ def dawsn(x):
 
 
 dawsn_p = standard_unop("dawsn", _kernel_impl("dawsn"), _float)
-defjvp2(dawsn_p, lambda g, ans, x: ew.mul(g, ew.sub(_one(x), ew.mul(_const(x, 2),
-                                                                     ew.mul(x, ans)))))
+defjvp(dawsn_p, lambda g, ans, x: ew.mul(g, ew.sub(_one(x), ew.mul(_const(x, 2),
+                                                                    ew.mul(x, ans)))),
+       with_ans=True)
 
 
 def si(x):
@@ -275,8 +276,8 @@ def wofz(z):
 
 
 wofz_p = standard_unop("wofz", _scipy_impl("wofz"), _complex)
-defjvp2(wofz_p, lambda g, ans, z: ew.mul(g, ew.add(ew.mul(_const(z, -2), ew.mul(z, ans)),
-                                                   _const(z, 2j / np.sqrt(np.pi)))))
+defjvp(wofz_p, lambda g, ans, z: ew.mul(g, ew.add(ew.mul(_const(z, -2), ew.mul(z, ans)),
+                                                   _const(z, 2j / np.sqrt(np.pi)))), with_ans=True)
 
 
 # ============================ parameter derivatives of 1F1, 2F1 =======================

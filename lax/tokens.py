@@ -51,7 +51,7 @@ def _after_all_abstract_eval(*avals):
     return abstract_token
 
 
-def _after_all_batch(axis_size, vals, dims):
+def _after_all_batch(axis_data, vals, dims):
     # Tokens are never mapped (vmap has no axis to give them), so nothing to batch.
     return [after_all_p.bind(*vals)], [None]
 
@@ -83,7 +83,7 @@ def _dce_sink_jvp(primals, tangents, **params):
     return [], []
 
 
-def _dce_sink_batch(axis_size, vals, dims, **params):
+def _dce_sink_batch(axis_data, vals, dims, **params):
     dce_sink_p.bind(*vals, **params)
     return [], []
 

@@ -126,7 +126,7 @@ def _min_identity(dt):
 
 
 def _rw_batch(p):
-    def rule(axis_size, vals, dims, *, window_dimensions, window_strides, padding,
+    def rule(axis_data, vals, dims, *, window_dimensions, window_strides, padding,
              base_dilation, window_dilation):
         (x,), (d,) = vals, dims
         ins = lambda t, v: t[:d] + (v,) + t[d:]
@@ -436,9 +436,9 @@ def _sel_jvp(p):
 
 
 def _sel_batch(p):
-    def rule(axis_size, vals, dims, *, select_ge, window_dimensions, window_strides, padding,
+    def rule(axis_data, vals, dims, *, select_ge, window_dimensions, window_strides, padding,
              base_dilation, window_dilation):
-        a, b = (batching.bdim_at_front(v, d, axis_size) for v, d in zip(vals, dims))
+        a, b = (batching.bdim_at_front(v, d, axis_data.size) for v, d in zip(vals, dims))
         ins = lambda t, v: (v,) + tuple(t)
         out = p.bind(a, b, select_ge=select_ge, window_dimensions=ins(window_dimensions, 1),
                      window_strides=ins(window_strides, 1), padding=ins(padding, (0, 0)),
@@ -583,7 +583,7 @@ def _make_cum(name, npfn, allowed, combine, identity):
 
     ad.primitive_jvps[p] = jvp
 
-    def batch(axis_size, vals, dims, *, axis, reverse):
+    def batch(axis_data, vals, dims, *, axis, reverse):
         (x,), (d,) = vals, dims
         return [p.bind(x, axis=axis + (d <= axis), reverse=reverse)], [d]
 

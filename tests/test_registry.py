@@ -44,8 +44,6 @@ LINEAR_ELSEWHERE = {
 # kind -> {primitive name: why it has no such rule}
 ABSENT = {
     "jvp": {
-        "custom_jvp_call": "JVPTrace runs the user's jvp rule (process_custom_jvp_call)",
-        "custom_vjp_call": "JVPTrace runs the user's fwd/bwd (process_custom_vjp_call)",
         "pmax": "not differentiable in JAX either (a collective max has no jvp rule)",
         "pmin": "not differentiable in JAX either",
         "next_after": "piecewise constant in a bit pattern; JAX defines no jvp either",
@@ -132,7 +130,7 @@ def rule_table() -> dict:
             "jvp": p in ad.primitive_jvps or ABSENT["jvp"].get(p.name, False),
             "transpose": (p in ad.primitive_transposes) if p.name in linear else "n/a",
             "batching": p in batching.primitive_batchers
-            or p in batching.axis_primitive_batchers or ABSENT["batching"].get(p.name, False),
+            or ABSENT["batching"].get(p.name, False),
             "lowering": p in lowered or "host",
             "record": p in recorded or OWN_TESTS.get(mod, False)
             or RECORD_EXEMPT.get(p.name, False),
@@ -198,6 +196,32 @@ def test_absences_are_not_stale():
               and names[n] in batching.primitive_batchers]
     stale += [n for n in ABSENT["jvp"] | ABSENT["batching"] if n not in names]
     assert not stale, f"stale entries in ABSENT: {stale}"
+
+
+def _first_params(rule, n):
+    params = list(inspect.signature(rule).parameters.values())
+    return tuple(q.name for q in params[:n])
+
+
+def test_batching_rules_share_one_signature():
+    """Every batching rule is ``rule(axis_data, vals, dims, **params)``; a rule written
+    against another convention would only fail when a vmap first reaches it."""
+    all_primitives()  # imports every module: their rules register
+    odd = sorted(f"{p.name}: {_first_params(r, 3)}" for p, r in
+                 batching.primitive_batchers.items()
+                 if _first_params(r, 3) != ("axis_data", "vals", "dims"))
+    assert not odd, f"batching rules with another signature: {odd}"
+    assert batching.batch_when_unmapped <= set(batching.primitive_batchers), \
+        "primitives in batch_when_unmapped without a batching rule"
+
+
+def test_jvp_rules_share_one_signature():
+    """Every jvp rule is ``rule(primals, tangents, **params)`` (JAX's); rules that need
+    their trace ask ``ad.running_jvp_main()`` instead of taking another signature."""
+    all_primitives()
+    odd = sorted(f"{p.name}: {_first_params(r, 2)}" for p, r in ad.primitive_jvps.items()
+                 if _first_params(r, 2) != ("primals", "tangents"))
+    assert not odd, f"jvp rules with another signature: {odd}"
 
 
 # jax.lax names issue 2 asks lax to export.

@@ -21,7 +21,7 @@ from tracer.interpreters import partial_eval as pe
 from tracer.interpreters.ad import Zero
 from tracer.interpreters.call import _call_dce, batch_jaxpr
 from tracer.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr
-from tracer.pytree import tree_flatten, tree_unflatten
+from tracer.pytree import flatten_fun, tree_flatten, tree_unflatten
 
 __all__ = ["checkpoint", "remat", "checkpoint_policies", "checkpoint_name", "checkpoint_p",
            "name_p"]
@@ -75,21 +75,16 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy=
         static = {i % nargs for i in static_argnums}
         dyn = [a for i, a in enumerate(args) if i not in static]
         leaves, in_tree = tree_flatten((dyn, kwargs))
-        store = []
 
-        def flat_fun(*xs):
-            d, kw = tree_unflatten(in_tree, xs)
+        def with_static(*d, **kw):
             it = iter(d)
-            full = [args[i] if i in static else next(it) for i in range(nargs)]
-            out = fun(*full, **kw)
-            o_leaves, o_tree = tree_flatten(out)
-            store.append(o_tree)
-            return o_leaves
+            return fun(*[args[i] if i in static else next(it) for i in range(nargs)], **kw)
 
+        flat_fun, out = flatten_fun(with_static, in_tree, kwargs=True)
         closed, hoisted = ad.trace_to_call_jaxpr(flat_fun, [get_aval(x) for x in leaves])
         outs = checkpoint_p.bind(*hoisted, *leaves, jaxpr=closed, prevent_cse=prevent_cse,
                                  differentiated=False, policy=policy)
-        return tree_unflatten(store[0], outs)
+        return tree_unflatten(out.tree, outs)
 
     return remat_f
 
@@ -164,7 +159,7 @@ def _name_jvp(primals, tangents, *, name):
 
 ad.primitive_jvps[name_p] = _name_jvp
 ad.primitive_transposes[name_p] = lambda cts, x, *, name: [cts[0]]
-batching.primitive_batchers[name_p] = lambda size, vals, dims, *, name: (
+batching.primitive_batchers[name_p] = lambda axis_data, vals, dims, *, name: (
     [name_p.bind(vals[0], name=name)], [dims[0]])
 
 
@@ -382,7 +377,8 @@ checkpoint_p.def_abstract_eval(_checkpoint_abstract_eval)
 checkpoint_p.def_impl(_checkpoint_impl)
 ad.primitive_jvps[checkpoint_p] = _checkpoint_jvp
 ad.primitive_transposes[checkpoint_p] = _checkpoint_transpose
-batching.axis_primitive_batchers[checkpoint_p] = _checkpoint_batch
+batching.primitive_batchers[checkpoint_p] = _checkpoint_batch
+batching.batch_when_unmapped.add(checkpoint_p)
 pe.custom_staging_rules[checkpoint_p] = _stage
 pe.partial_eval_rules[checkpoint_p] = _checkpoint_partial_eval
 pe.partial_eval_jaxpr_rules[checkpoint_p] = _checkpoint_partial_eval_jaxpr

@@ -22,7 +22,8 @@ from tracer.interpreters import ad, batching
 from tracer.interpreters import partial_eval as pe
 from tracer.interpreters.call import jit_p
 from tracer.jaxpr import ClosedJaxpr, eval_jaxpr
-from tracer.pytree import (broadcast_prefix, keystr, tree_flatten, tree_flatten_with_path,
+from tracer.pytree import (broadcast_prefix, flatten_fun, keystr, tree_flatten,
+                           tree_flatten_with_path,
                            tree_map, tree_structure, tree_unflatten, treedef_is_leaf)
 
 logger = logging.getLogger("tracer")
@@ -134,18 +135,13 @@ def make_jaxpr(fun: Callable, static_argnums=(), return_shape: bool = False):
         leaves, in_tree = _flatten_args("make_jaxpr", dyn, kwargs)
         in_avals = [get_aval(x) for x in leaves]
 
-        def flat_fun(*flat):
-            d, kw = tree_unflatten(in_tree, flat)
-            out = fun(*_merge_static(list(d), static, nargs), **kw)
-            out_leaves, out_tree = tree_flatten(out)
-            store.append(out_tree)
-            return out_leaves
-
-        store: list = []
+        flat_fun, out = flatten_fun(
+            lambda *d, **kw: fun(*_merge_static(list(d), static, nargs), **kw), in_tree,
+            kwargs=True)
         closed = pe.trace_to_closed_jaxpr(flat_fun, in_avals)
         if return_shape:
             shapes = [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type) for a in closed.out_avals]
-            return closed, tree_unflatten(store[0], shapes)
+            return closed, tree_unflatten(out.tree, shapes)
         return closed
 
     return make
@@ -232,32 +228,13 @@ def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
         _check_arg(t, "jvp", f"(tangent {i})")
         _check_tangent(p, t, "jvp", i)
     tans = [_tangent_in(p, t) for p, t in zip(p_leaves, t_leaves)]
-    out_store, aux_store = [], []
-
-    def flat_fun(*xs):
-        out = fun(*tree_unflatten(p_tree, xs))
-        if has_aux:
-            out, aux = _split_aux(out, "jvp")
-            aux_store.append(aux)
-        leaves, tree = tree_flatten(out)
-        out_store.append(tree)
-        return leaves
-
+    flat_fun, out = flatten_fun(fun, p_tree, has_aux=has_aux, fname="jvp")
     outs, t_outs = ad.jvp_flat(flat_fun, p_leaves, tans, instantiate=True)
-    out_tree = out_store[0]
+    out_tree = out.tree
     res = (tree_unflatten(out_tree, outs), tree_unflatten(out_tree, t_outs))
     if has_aux:
-        return res + (_lower_aux(aux_store[0]),)
+        return res + (_lower_aux(out.aux),)
     return res
-
-
-def _split_aux(out, fname):
-    if not (isinstance(out, (tuple, list)) and len(out) == 2):
-        raise TypeError(f"{fname} with has_aux=True: expected the function to return a pair "
-                        f"(output, aux) (a two-element tuple), but got "
-                        f"{type(out).__name__}" +
-                        (f" of length {len(out)}" if isinstance(out, (tuple, list)) else ""))
-    return out[0], out[1]
 
 
 def _lower_aux(aux):
@@ -288,19 +265,9 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
     _check_callable(fun, "linearize")
     p_leaves, p_tree = tree_flatten(tuple(primals))
     p_leaves = [_as_array(_check_arg(x, "linearize")) for x in p_leaves]
-    out_store, aux_store = [], []
-
-    def flat_fun(*xs):
-        out = fun(*tree_unflatten(p_tree, xs))
-        if has_aux:
-            out, aux = _split_aux(out, "linearize")
-            aux_store.append(aux)
-        leaves, tree = tree_flatten(out)
-        out_store.append(tree)
-        return leaves
-
+    flat_fun, out = flatten_fun(fun, p_tree, has_aux=has_aux, fname="linearize")
     outs, lin = ad._linearize(flat_fun, p_leaves)
-    out_tree = out_store[0]
+    out_tree = out.tree
 
     def f_jvp(*tangents):
         t_leaves, t_tree = tree_flatten(tuple(tangents))
@@ -313,7 +280,7 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
         return tree_unflatten(out_tree, lin(*t_leaves))
 
     res = (tree_unflatten(out_tree, outs), f_jvp)
-    return res + (_lower_aux(aux_store[0]),) if has_aux else res
+    return res + (_lower_aux(out.aux),) if has_aux else res
 
 
 # ----------------------------------------- vjp -------------------------------------------
@@ -344,19 +311,9 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     _check_callable(fun, "vjp")
     p_leaves, p_tree = tree_flatten(tuple(primals))
     p_leaves = [_as_array(_check_arg(x, "vjp")) for x in p_leaves]
-    out_store, aux_store = [], []
-
-    def flat_fun(*xs):
-        out = fun(*tree_unflatten(p_tree, xs))
-        if has_aux:
-            out, aux = _split_aux(out, "vjp")
-            aux_store.append(aux)
-        leaves, tree = tree_flatten(out)
-        out_store.append(tree)
-        return leaves
-
+    flat_fun, out = flatten_fun(fun, p_tree, has_aux=has_aux, fname="vjp")
     outs, lin = ad._linearize(flat_fun, p_leaves)
-    out_tree = out_store[0]
+    out_tree = out.tree
     out_avals = [get_aval(o) for o in outs]
 
     def f_vjp(ct):
@@ -385,7 +342,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         return tree_unflatten(p_tree, cts_in)
 
     res = (tree_unflatten(out_tree, outs), f_vjp)
-    return res + (_lower_aux(aux_store[0]),) if has_aux else res
+    return res + (_lower_aux(out.aux),) if has_aux else res
 
 
 # ------------------------------------- grad family ---------------------------------------
@@ -774,23 +731,19 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
             raise ValueError(f"{fname} must map at least one argument (a non-None value in "
                              "in_axes, or a keyword argument), or be given axis_size")
         leaves = [x if a is None else _as_array(x) for x, a in zip(leaves, norm_axes)]
-        out_store = []
 
-        def flat_fun(*xs):
-            a, kw = tree_unflatten(args_tree, xs)
-            out = fun(*a, **kw)
-            pairs, out_tree = tree_flatten_with_path(out)
+        def check_out(pairs):
             for path, o in pairs:
                 if not valid_jaxtype(o):
                     raise TypeError(
                         f"{fname}: {_out_name(path, len(pairs) == 1 and not path)} has type "
                         f"{type(o).__name__}, which is not an array; vmapped functions return "
                         "pytrees of arrays")
-            out_store.append((out_tree, out, [p for p, _ in pairs]))
-            return [o for _, o in pairs]
 
+        flat_fun, out = flatten_fun(fun, args_tree, kwargs=True, check_out=check_out)
         outs, out_dims = batching.vmap_flat(flat_fun, size, axis_name, norm_axes, leaves)
-        out_tree, out_example, out_paths = out_store[0]
+        out_tree, out_paths = out.tree, out.paths
+        out_example = tree_unflatten(out_tree, outs)   # the output's structure, for out_axes
         single = len(out_paths) == 1 and not out_paths[0]
         o_axes = _broadcast_axes(out_axes, out_example, "out_axes", "output", fname,
                                  "out_axes")
@@ -1180,17 +1133,13 @@ class JitWrapped:
         fun = self.fun
         spos = {i: s.val for i, s in static_pos}
         skw = {k: s.val for k, s in static_kw}
-        store = []
 
-        def flat_fun(*flat):
-            dyn_args, dyn_kw = tree_unflatten(in_tree, flat)
+        def with_static(*dyn_args, **dyn_kw):
             it = iter(dyn_args)
             full = [spos[i] if i in spos else next(it) for i in range(nargs)]
-            out = fun(*full, **dyn_kw, **skw)
-            out_leaves, out_tree = tree_flatten(out)
-            store.append(out_tree)
-            return out_leaves
+            return fun(*full, **dyn_kw, **skw)
 
+        flat_fun, out = flatten_fun(with_static, in_tree, kwargs=True)
         in_avals = [get_aval(x) for x in leaves]
         jaxpr, consts = pe.trace_to_jaxpr_dynamic(flat_fun, in_avals)
         self.trace_count += 1
@@ -1198,11 +1147,11 @@ class JitWrapped:
         if has_tracer_consts:
             # Closed-over tracers of an enclosing transformation become operands.
             closed = ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), [])
-            traced = Traced(closed, in_tree, store[0], self.__name__)
+            traced = Traced(closed, in_tree, out.tree, self.__name__)
             traced.hoisted_consts = list(consts)
         else:
             closed = ClosedJaxpr(jaxpr, consts)
-            traced = Traced(closed, in_tree, store[0], self.__name__)
+            traced = Traced(closed, in_tree, out.tree, self.__name__)
             traced.hoisted_consts = []
             self._cache[key] = traced
         if config.log_compiles:

@@ -40,7 +40,8 @@ from tracer.interpreters import partial_eval as pe
 from tracer.interpreters.ad import Zero, trace_to_call_jaxpr
 from tracer.interpreters.call import closed_call_p
 from tracer.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Var, eval_jaxpr
-from tracer.pytree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
+from tracer.pytree import (flatten_fun, keystr, tree_flatten, tree_flatten_with_path,
+                           tree_unflatten)
 
 __all__ = ["custom_jvp", "custom_vjp", "SymbolicZero", "CustomVJPPrimal", "zero_from_primal",
            "custom_jvp_call_p", "custom_vjp_call_p", "custom_lin_p", "closure_convert",
@@ -167,8 +168,8 @@ def _closure_error(kind, name, what="rule"):
 _active_rule_mains: list = []
 
 
-def _run_rule_guarded(trace, kind, name, fn, *args):
-    main = trace.main
+def _run_rule_guarded(kind, name, fn, *args):
+    main = ad.running_jvp_main()
     if any(m is main for m in _active_rule_mains):
         raise _closure_error(kind, name)
     _active_rule_mains.append(main)
@@ -409,16 +410,9 @@ class custom_jvp:
                 full[i] = v
             return full
 
-        store = []
-
-        def flat_fun(*xs):
-            out = fun(*full_args(tree_unflatten(in_tree, xs)))
-            out_leaves, out_tree = tree_flatten(out)
-            store.append(out_tree)
-            return out_leaves
-
+        flat_fun, out = flatten_fun(lambda *dyn_vals: fun(*full_args(dyn_vals)), in_tree)
         closed, hoisted = trace_to_call_jaxpr(flat_fun, [get_aval(x) for x in leaves])
-        out_tree = store[0]
+        out_tree = out.tree
         operands = [*hoisted, *leaves]
         if core.find_top_trace(operands) is None:
             outs = eval_jaxpr(closed.jaxpr, closed.consts, *operands)
@@ -494,8 +488,8 @@ def _custom_call_impl(*args, call_jaxpr, **_):
     return eval_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, *args)
 
 
-def _custom_jvp_call_jvp(trace, primals, tangents, *, call_jaxpr, jvp, num_consts,
-                         symbolic_zeros, name):
+def _custom_jvp_call_jvp(primals, tangents, *, call_jaxpr, jvp, num_consts, symbolic_zeros,
+                         name):
     _check_const_tangents(tangents[:num_consts], "custom_jvp", name)
     args, tans = primals[num_consts:], tangents[num_consts:]
     if all(type(t) is Zero for t in tans):
@@ -507,7 +501,7 @@ def _custom_jvp_call_jvp(trace, primals, tangents, *, call_jaxpr, jvp, num_const
         tans = [SymbolicZero(t.aval) if type(t) is Zero else t for t in tans]
     else:
         tans = [ad.instantiate_zeros(t) for t in tans]
-    return _run_rule_guarded(trace, "custom_jvp", name, jvp, list(args), tans)
+    return _run_rule_guarded("custom_jvp", name, jvp, list(args), tans)
 
 
 class _BatchedJVP(_Named):
@@ -588,9 +582,10 @@ custom_jvp_call_p = Primitive("custom_jvp_call")
 custom_jvp_call_p.multiple_results = True
 custom_jvp_call_p.def_abstract_eval(_custom_jvp_call_abstract_eval)
 custom_jvp_call_p.def_impl(_custom_call_impl)
-ad.primitive_jvps_with_trace[custom_jvp_call_p] = _custom_jvp_call_jvp
+ad.primitive_jvps[custom_jvp_call_p] = _custom_jvp_call_jvp
 ad.primitive_transposes[custom_jvp_call_p] = _transpose_as_call
-batching.axis_primitive_batchers[custom_jvp_call_p] = _custom_jvp_call_batch
+batching.primitive_batchers[custom_jvp_call_p] = _custom_jvp_call_batch
+batching.batch_when_unmapped.add(custom_jvp_call_p)
 pe.custom_staging_rules[custom_jvp_call_p] = _stage_with_call_avals(custom_jvp_call_p)
 pe.partial_eval_rules[custom_jvp_call_p] = _inline_partial_eval
 pe.partial_eval_jaxpr_rules[custom_jvp_call_p] = _partial_eval_jaxpr_as_call
@@ -694,17 +689,10 @@ class custom_vjp:
                 full[i] = v
             return full
 
-        store = []
-
-        def flat_fun(*xs):
-            out = fun(*full_args(tree_unflatten(in_tree, xs)))
-            out_leaves, out_tree = tree_flatten(out)
-            store.append(out_tree)
-            return out_leaves
-
+        flat_fun, out = flatten_fun(lambda *dyn_vals: fun(*full_args(dyn_vals)), in_tree)
         in_avals = [get_aval(x) for x in leaves]
         closed, hoisted = trace_to_call_jaxpr(flat_fun, in_avals)
-        out_tree = store[0]
+        out_tree = out.tree
         operands = [*hoisted, *leaves]
         if core.find_top_trace(operands) is None:
             outs = eval_jaxpr(closed.jaxpr, closed.consts, *operands)
@@ -806,7 +794,7 @@ class _FlatBwd(_Named):
         return results
 
 
-def _custom_vjp_call_jvp(trace, primals, tangents, *, call_jaxpr, fwd, bwd, num_consts,
+def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, fwd, bwd, num_consts,
                          symbolic_zeros, name):
     _check_const_tangents(tangents[:num_consts], "custom_vjp", name)
     args, tans = primals[num_consts:], tangents[num_consts:]
@@ -816,8 +804,7 @@ def _custom_vjp_call_jvp(trace, primals, tangents, *, call_jaxpr, fwd, bwd, num_
                                       name=name)
         return outs, [Zero.from_primal_value(o) for o in outs]
     perturbed = [type(t) is not Zero for t in tans]
-    outs, res, res_info = _run_rule_guarded(trace, "custom_vjp", name, fwd, list(args),
-                                            perturbed)
+    outs, res, res_info = _run_rule_guarded("custom_vjp", name, fwd, list(args), perturbed)
     in_avals = tuple(_tangent_aval(get_aval(a)) for a in args)
     out_avals = tuple(_tangent_aval(a) for a in call_jaxpr.out_avals)
     out_nz = tuple(a.dtype != dtypes.float0 for a in out_avals)
@@ -921,9 +908,10 @@ custom_vjp_call_p = Primitive("custom_vjp_call")
 custom_vjp_call_p.multiple_results = True
 custom_vjp_call_p.def_abstract_eval(_custom_jvp_call_abstract_eval)
 custom_vjp_call_p.def_impl(_custom_call_impl)
-ad.primitive_jvps_with_trace[custom_vjp_call_p] = _custom_vjp_call_jvp
+ad.primitive_jvps[custom_vjp_call_p] = _custom_vjp_call_jvp
 ad.primitive_transposes[custom_vjp_call_p] = _transpose_as_call
-batching.axis_primitive_batchers[custom_vjp_call_p] = _custom_vjp_call_batch
+batching.primitive_batchers[custom_vjp_call_p] = _custom_vjp_call_batch
+batching.batch_when_unmapped.add(custom_vjp_call_p)
 pe.custom_staging_rules[custom_vjp_call_p] = _stage_with_call_avals(custom_vjp_call_p)
 pe.partial_eval_rules[custom_vjp_call_p] = _inline_partial_eval
 pe.partial_eval_jaxpr_rules[custom_vjp_call_p] = _partial_eval_jaxpr_as_call
@@ -975,7 +963,7 @@ def _custom_lin_partial_eval(trace, tracers, **params):
     return outs
 
 
-def _custom_lin_batch(axis_size, vals, dims, **params):
+def _custom_lin_batch(axis_data, vals, dims, **params):
     _forward_mode_error(name=params.get("name", ""))
 
 
@@ -1061,16 +1049,9 @@ def closure_convert(fun: Callable, *example_args):
     the traced values ``fun`` closes over made explicit arguments (``jax.closure_convert``),
     so that they can be passed to a custom_vjp function and receive cotangents."""
     leaves, in_tree = tree_flatten(example_args)
-    store = []
-
-    def flat_fun(*xs):
-        out = fun(*tree_unflatten(in_tree, xs))
-        o_leaves, o_tree = tree_flatten(out)
-        store.append(o_tree)
-        return o_leaves
-
+    flat_fun, out = flatten_fun(fun, in_tree)
     closed, hoisted = trace_to_call_jaxpr(flat_fun, [get_aval(x) for x in leaves])
-    out_tree = store[0]
+    out_tree = out.tree
     n = len(leaves)
 
     def converted(*args):

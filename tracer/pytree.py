@@ -378,30 +378,85 @@ def tree_transpose(outer_treedef, inner_treedef, pytree_to_transpose):
 
 # ---------------------- flattening a function's inputs and outputs ----------------------
 
-def flatten_fun(f, in_tree: PyTreeDef):
-    """Wrap ``f(*args, **kwargs)`` as a function of flat leaves; the output treedef is
-    stored in the returned ``store`` list once it has run."""
-    store = []
+class FlatOutput:
+    """What a function wrapped by ``flatten_fun`` returned on its first call: ``tree`` (the
+    output's treedef), ``paths`` (the key paths of its leaves, recorded when a
+    ``check_out`` was given) and ``aux`` (with ``has_aux``). Reading one before the wrapped
+    function has run raises IndexError."""
+
+    __slots__ = ("_trees", "_paths", "_auxes")
+
+    def __init__(self):
+        self._trees, self._paths, self._auxes = [], [], []
+
+    @property
+    def tree(self) -> PyTreeDef:
+        return self._trees[0]
+
+    @property
+    def paths(self) -> list:
+        return self._paths[0]
+
+    @property
+    def aux(self):
+        return self._auxes[0]
+
+
+def flatten_fun(f, in_tree: PyTreeDef, *, kwargs: bool = False, check_out=None,
+                has_aux: bool = False, fname: str = ""):
+    """Wrap the pytree function ``f`` as a function of flat leaves, the form the tracing
+    interpreters take (``jax``'s ``flatten_fun`` / ``flatten_fun_nokwargs``).
+
+    ``flat_fun(*leaves)`` rebuilds the arguments from ``leaves`` with ``in_tree`` -- the
+    treedef of ``(args, kwargs)`` with ``kwargs=True``, else of the tuple of positional
+    arguments -- calls ``f``, and returns the list of the output's leaves. The output's
+    treedef of the first call is ``out.tree``; callers unflatten the traced results with it.
+
+    Args:
+      f: the function (static arguments already bound by the caller).
+      in_tree: the treedef the flat leaves are unflattened with.
+      kwargs: ``in_tree`` describes ``(args, kwargs)`` rather than ``args``.
+      check_out: ``check_out(pairs)`` is called with the output's ``[(key_path, leaf)]``
+        before it is returned, to reject non-array leaves with the caller's message; the
+        paths are then kept in ``out.paths``.
+      has_aux: ``f`` returns ``(output, aux)``; ``aux`` is kept, unflattened, in
+        ``out.aux`` and only ``output`` is flattened.
+      fname: the public function's name, for the ``has_aux`` error.
+
+    Returns:
+      ``(flat_fun, out)``, ``out`` a ``FlatOutput``.
+
+    Raises (from ``flat_fun``): TypeError naming ``fname`` when ``has_aux`` and ``f``'s
+    result is not a pair; whatever ``check_out`` raises.
+    """
+    out = FlatOutput()
 
     def flat_fun(*leaves):
-        args, kwargs = tree_unflatten(in_tree, leaves)
-        out = f(*args, **kwargs)
-        out_leaves, out_tree = tree_flatten(out)
-        store.append(out_tree)
+        if kwargs:
+            args, kw = tree_unflatten(in_tree, leaves)
+            res = f(*args, **kw)
+        else:
+            res = f(*tree_unflatten(in_tree, leaves))
+        if has_aux:
+            res, aux = _split_aux(res, fname)
+            out._auxes.append(aux)
+        if check_out is None:
+            out_leaves, out_tree = tree_flatten(res)
+        else:
+            pairs, out_tree = tree_flatten_with_path(res)
+            check_out(pairs)
+            out._paths.append([p for p, _ in pairs])
+            out_leaves = [x for _, x in pairs]
+        out._trees.append(out_tree)
         return out_leaves
 
-    return flat_fun, store
+    return flat_fun, out
 
 
-def flatten_fun_nokwargs(f, in_tree: PyTreeDef):
-    """Like ``flatten_fun`` for functions without keyword arguments."""
-    store = []
-
-    def flat_fun(*leaves):
-        args = tree_unflatten(in_tree, leaves)
-        out = f(*args)
-        out_leaves, out_tree = tree_flatten(out)
-        store.append(out_tree)
-        return out_leaves
-
-    return flat_fun, store
+def _split_aux(res, fname):
+    if not (isinstance(res, (tuple, list)) and len(res) == 2):
+        raise TypeError(f"{fname} with has_aux=True: expected the function to return a pair "
+                        f"(output, aux) (a two-element tuple), but got "
+                        f"{type(res).__name__}" +
+                        (f" of length {len(res)}" if isinstance(res, (tuple, list)) else ""))
+    return res[0], res[1]

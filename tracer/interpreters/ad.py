@@ -8,10 +8,11 @@ Rule registries (filled by ``lax``):
 - ``primitive_transposes[p](cts, *args, **params) -> [ct | None]``: linear inputs arrive
   as ``UndefinedPrimal(aval)``; cts may be ``Zero``.
 
-Family helpers: ``defjvp`` (one rule per argument), ``defjvp_zero`` (non-differentiable
-outputs, e.g. comparisons), ``deflinear`` (jvp and transpose from one linear rule),
-``defbilinear``. ``primitive_jvps_with_trace`` holds rules that also receive the JVPTrace
-(custom_jvp_call / custom_vjp_call, which guard against rules closing over its tracers).
+Family helpers: ``defjvp`` (one rule per argument, optionally given the output),
+``defjvp_zero`` (non-differentiable outputs, e.g. comparisons), ``deflinear`` (jvp and
+transpose from one linear rule), ``defbilinear``. A rule that must recognise the values of
+the transformation running it (custom_jvp_call / custom_vjp_call guard against user rules
+closing over its tracers) asks ``running_jvp_main()``: the signature stays the same.
 
 Symbolic zeros: a tangent or cotangent that is known to be zero is a ``Zero(aval)``; rules
 skip work for it and it is materialized only at the API boundary (e.g. the gradient of an
@@ -54,10 +55,17 @@ from tracer.jaxpr import ClosedJaxpr, DropVar, Jaxpr, Literal, Var, eval_jaxpr
 
 primitive_jvps: dict = {}
 primitive_transposes: dict = {}
-# Rules that need the JVPTrace itself (custom_jvp_call, custom_vjp_call: they guard against
-# rules closing over tracers of the trace that is running them):
-#   prim -> rule(trace, primals, tangents, **params) -> (primals_out, tangents_out)
-primitive_jvps_with_trace: dict = {}
+# The mains of the JVPTraces whose jvp rules are running: JVPTrace.process_primitive
+# pushes its main around each rule call, so in a rule's own code the last entry is its
+# trace's (the rules it starts in turn have returned and popped theirs).
+_running_mains: list = []
+
+
+def running_jvp_main():
+    """The ``MainTrace`` of the JVPTrace whose jvp rule is running: for rules that must
+    tell the tracers of their own transformation from others (custom_jvp/custom_vjp's
+    guard against user rules closing over traced values). Only valid inside a rule."""
+    return _running_mains[-1]
 
 
 class Zero:
@@ -150,7 +158,7 @@ def _add_any_transpose(cts, x, y):
     return [ct, ct]
 
 
-def _add_any_batch(axis_size, vals, dims):
+def _add_any_batch(axis_data, vals, dims):
     # The two summands of an accumulation often differ in batching: under vmap(grad(f)) a
     # value used twice gets one cotangent that depends on the example and one that does
     # not (f32[] and f32[8]), or both are batched on different axes. add_any's operands
@@ -159,8 +167,8 @@ def _add_any_batch(axis_size, vals, dims):
     x, y = vals
     dx, dy = dims
     out_dim = dx if dx is not batching.not_mapped else dy
-    x = batching.matchaxis(axis_size, dx, out_dim, x)
-    y = batching.matchaxis(axis_size, dy, out_dim, y)
+    x = batching.matchaxis(axis_data.size, dx, out_dim, x)
+    y = batching.matchaxis(axis_data.size, dy, out_dim, y)
     return [add_any_p.bind(x, y)], [out_dim]
 
 
@@ -187,7 +195,7 @@ def _stop_gradient_jvp(primals, tangents):
 primitive_jvps[stop_gradient_p] = _stop_gradient_jvp
 
 
-def _stop_gradient_batch(axis_size, vals, dims):
+def _stop_gradient_batch(axis_data, vals, dims):
     return [stop_gradient_p.bind(vals[0])], [dims[0]]
 
 
@@ -252,15 +260,15 @@ class JVPTrace(Trace):
     def process_primitive(self, primitive, tracers, params):
         primals_in = [t.primal for t in tracers]
         tangents_in = [t.tangent for t in tracers]
-        trace_rule = primitive_jvps_with_trace.get(primitive)
-        if trace_rule is not None:
-            primals_out, tangents_out = trace_rule(self, primals_in, tangents_in, **params)
-            return [JVPTracer(self, x, t) for x, t in zip(primals_out, tangents_out)]
         rule = primitive_jvps.get(primitive)
         if rule is None:
             raise NotImplementedError(f"Differentiation rule for '{primitive.name}' not "
                                       "implemented")
-        primals_out, tangents_out = rule(primals_in, tangents_in, **params)
+        _running_mains.append(self.main)
+        try:
+            primals_out, tangents_out = rule(primals_in, tangents_in, **params)
+        finally:
+            _running_mains.pop()
         return [JVPTracer(self, x, t) for x, t in zip(primals_out, tangents_out)]
 
 
@@ -295,36 +303,23 @@ def _match_shape(contrib, out):
     return contrib
 
 
-def defjvp(primitive, *jvp_rules):
-    """One rule per argument: ``rule(g, *primals, **params) -> tangent contribution``;
-    None for arguments the output does not depend on differentiably."""
+def defjvp(primitive, *jvp_rules, with_ans: bool = False):
+    """The jvp of a single-output primitive from one rule per argument:
+    ``rule(g, *primals, **params) -> tangent contribution`` (JAX's ``defjvp``), or with
+    ``with_ans`` ``rule(g, ans, *primals, **params)``, ``ans`` the primitive's output, for
+    derivatives best written with it (``exp``: ``g * ans``; JAX's ``defjvp2``). None for
+    arguments the output does not depend on differentiably. Contributions of rank-0
+    operands are broadcast to the output's shape and summed; symbolic-zero tangents are
+    skipped."""
 
     def rule(primals, tangents, **params):
         out = primitive.bind(*primals, **params)
+        ans = (out,) if with_ans else ()
         result = None
         for r, t in zip(jvp_rules, tangents):
             if r is None or type(t) is Zero:
                 continue
-            contrib = _match_shape(r(t, *primals, **params), out)
-            result = contrib if result is None else add_tangents(result, contrib)
-        if result is None:
-            result = Zero.from_primal_value(out)
-        return [out], [result]
-
-    primitive_jvps[primitive] = rule
-    return rule
-
-
-def defjvp2(primitive, *jvp_rules):
-    """Like ``defjvp`` but each rule also receives the output: ``rule(g, ans, *primals)``."""
-
-    def rule(primals, tangents, **params):
-        out = primitive.bind(*primals, **params)
-        result = None
-        for r, t in zip(jvp_rules, tangents):
-            if r is None or type(t) is Zero:
-                continue
-            contrib = _match_shape(r(t, out, *primals, **params), out)
+            contrib = _match_shape(r(t, *ans, *primals, **params), out)
             result = contrib if result is None else add_tangents(result, contrib)
         if result is None:
             result = Zero.from_primal_value(out)

@@ -3,9 +3,12 @@
 A ``BatchTracer`` holds a value and the axis of it that is the batch axis (``batch_dim``),
 or ``not_mapped`` (None) when the value is the same for every batch member. Rules:
 
-    primitive_batchers[p](axis_size, vals_in, dims_in, **params) -> (vals_out, dims_out)
+    primitive_batchers[p](axis_data, vals_in, dims_in, **params) -> (vals_out, dims_out)
 
-with lists on both sides. A rule may put the batch axis of its outputs wherever is
+with lists on both sides; ``axis_data`` is the ``AxisData`` (``.size``, ``.name``) of the
+trace processing the primitive. A rule runs when at least one operand is mapped (else the
+primitive is bound on the unbatched values), or always when the primitive is in
+``batch_when_unmapped``. A rule may put the batch axis of its outputs wherever is
 cheapest and reports where; it must not broadcast an unmapped operand unless the
 primitive's shape rule requires it. Family helpers: ``defvectorized`` (element-wise unary
 ops: the bdim passes through), ``defbroadcasting`` (n-ary element-wise ops: unmapped
@@ -14,9 +17,9 @@ scalars stay scalars, mapped operands keep their common bdim), ``defreducer`` (o
 
 Named axes. ``vmap(..., axis_name='i')`` records ``AxisData(size, 'i')`` on its main
 trace, so collectives (``lax.psum(x, 'i')``, ``lax.axis_index('i')``) can find the
-transformation that gives the name its meaning. Their rules live in
-``axis_primitive_batchers``, are called with the ``AxisData`` of the trace processing them
-(even when no operand is mapped: ``psum`` of an unmapped value is still a sum over the
+transformation that gives the name its meaning. Their rules, and those of primitives
+holding sub-jaxprs (which may contain collectives), are in ``batch_when_unmapped``: they
+run even when no operand is mapped (``psum`` of an unmapped value is still a sum over the
 axis), and must pass primitives over other names on unchanged. ``axis_name_params`` tells
 which param of a collective holds its axis names, so that primitives holding sub-jaxprs
 (jit, control flow) can route themselves to the right trace (``trace_for_axes``).
@@ -32,11 +35,11 @@ from tracer import core
 from tracer.core import Trace, Tracer, full_lower, full_raise, get_aval, new_main
 
 not_mapped = None
+# p -> rule(axis_data, vals, dims, **params) -> (vals_out, dims_out).
 primitive_batchers: dict = {}
-# Rules that also need the axis size and name (collectives, primitives holding
-# sub-jaxprs): p -> rule(axis_data, vals, dims, **params) -> (vals_out, dims_out).
-# They are called even when no operand is mapped.
-axis_primitive_batchers: dict = {}
+# Primitives whose rule runs even when no operand is mapped: collectives and primitives
+# holding sub-jaxprs, whose meaning under a named vmap does not depend on mapped operands.
+batch_when_unmapped: set = set()
 # Collectives: p -> name of the param holding the tuple of axis names it operates over.
 axis_name_params: dict = {}
 
@@ -98,22 +101,19 @@ class BatchTrace(Trace):
     def process_primitive(self, primitive, tracers, params):
         vals_in = [t.val for t in tracers]
         dims_in = [t.batch_dim for t in tracers]
-        axis_rule = axis_primitive_batchers.get(primitive)
-        if axis_rule is not None:
-            vals_out, dims_out = axis_rule(self.axis_data, vals_in, dims_in, **params)
-        elif all(d is not_mapped for d in dims_in):
+        if (primitive not in batch_when_unmapped
+                and all(d is not_mapped for d in dims_in)):
             outs = primitive.bind(*vals_in, **params)
             outs = outs if primitive.multiple_results else [outs]
             return [BatchTracer(self, o, not_mapped) for o in outs]
-        else:
-            rule = primitive_batchers.get(primitive)
-            if rule is None:
-                shapes = ", ".join(t.aval.str_short() for t in tracers)
-                raise NotImplementedError(
-                    f"vmap: batching rule for '{primitive.name}' not implemented (operands "
-                    f"{shapes}, batch dims {dims_in}); add one to "
-                    "batching.primitive_batchers beside the primitive's definition")
-            vals_out, dims_out = rule(self.axis_data.size, vals_in, dims_in, **params)
+        rule = primitive_batchers.get(primitive)
+        if rule is None:
+            shapes = ", ".join(t.aval.str_short() for t in tracers)
+            raise NotImplementedError(
+                f"vmap: batching rule for '{primitive.name}' not implemented (operands "
+                f"{shapes}, batch dims {dims_in}); add one to "
+                "batching.primitive_batchers beside the primitive's definition")
+        vals_out, dims_out = rule(self.axis_data, vals_in, dims_in, **params)
         return [BatchTracer(self, x, d) for x, d in zip(vals_out, dims_out)]
 
 
@@ -270,7 +270,7 @@ def matchaxis(size, src, dst, x):
 def defvectorized(primitive):
     """Element-wise unary primitive: batched value in, same bdim out."""
 
-    def rule(axis_size, vals, dims, **params):
+    def rule(axis_data, vals, dims, **params):
         (x,), (d,) = vals, dims
         out = primitive.bind(x, **params)
         outs = out if primitive.multiple_results else [out]
@@ -289,7 +289,7 @@ def defbroadcasting(primitive):
     arrays, and mapped per-example scalars beside arrays, are broadcast (broadcast_in_dim,
     a view): the lax shape rule needs equal shapes."""
 
-    def rule(axis_size, vals, dims, **params):
+    def rule(axis_data, vals, dims, **params):
         avals = [get_aval(v) for v in vals]
         ranks = [a.ndim - (d is not not_mapped) for a, d in zip(avals, dims)]
         full_rank = _builtin_max(ranks)
@@ -307,11 +307,11 @@ def defbroadcasting(primitive):
                 if d is not not_mapped:
                     del base[d]
                 break
-        full_shape = tuple(base[:out_dim]) + (axis_size,) + tuple(base[out_dim:])
+        full_shape = tuple(base[:out_dim]) + (axis_data.size,) + tuple(base[out_dim:])
         args = []
         for v, d, r in zip(vals, dims, ranks):
             if d is not_mapped:
-                args.append(v if r == 0 else broadcast(v, axis_size, out_dim))
+                args.append(v if r == 0 else broadcast(v, axis_data.size, out_dim))
             elif r == full_rank:
                 args.append(moveaxis(v, d, out_dim))
             else:
@@ -331,7 +331,7 @@ def defreducer(primitive):
     """Primitive with an ``axes`` param reducing over those axes of its one operand: the
     batch axis is kept out of ``axes`` and stays where it is (no transpose)."""
 
-    def rule(axis_size, vals, dims, *, axes, **params):
+    def rule(axis_data, vals, dims, *, axes, **params):
         (x,), (d,) = vals, dims
         axes = tuple(a + (a >= d) for a in axes)
         out = primitive.bind(x, axes=axes, **params)

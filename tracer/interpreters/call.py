@@ -57,8 +57,9 @@ def make_call_primitive(name: str) -> Primitive:
                                                                          **params)
     ad.primitive_transposes[p] = lambda cts, *args, **params: _call_transpose(p, cts, *args,
                                                                               **params)
-    batching.axis_primitive_batchers[p] = lambda axis_data, vals, dims, **params: _call_batch(
+    batching.primitive_batchers[p] = lambda axis_data, vals, dims, **params: _call_batch(
         p, axis_data, vals, dims, **params)
+    batching.batch_when_unmapped.add(p)
     pe.partial_eval_rules[p] = lambda trace, tracers, **params: _call_partial_eval(
         p, trace, tracers, **params)
     pe.partial_eval_jaxpr_rules[p] = lambda unks, eqn: _call_partial_eval_jaxpr(p, unks, eqn)
