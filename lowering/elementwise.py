@@ -3,8 +3,8 @@
 Each rule mirrors the primitive's NumPy impl operation by operation, so that the fused
 kernel gives the eager answer (bit for bit where NumPy's scalar math is used: +, -, *, /,
 sqrt, comparisons, integer ops, conversions; to a few ulp for libm functions, whose NumPy
-versions are vectorized differently). A rule raises ``NotLowerable`` for dtypes it does
-not handle; the equation then runs as a host step.
+versions are vectorized differently). A rule declares the dtypes it does not handle
+(``lowering.rules.limit``); such an equation runs as a host step.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 
 import lax
 from lax import elementwise as ew
-from lowering.rules import NotLowerable, scalar_exprs
+from lowering.rules import limit, scalar_exprs
 from tracer.interpreters import ad
 
 
@@ -20,9 +20,15 @@ def _dt(x):
     return np.dtype(x.dtype)
 
 
-def _require(cond, why=""):
-    if not cond:
-        raise NotLowerable(why)
+def _only(pred, why):
+    """A limit: the rule handles operand 0 when ``pred(its dtype)``, else ``why``."""
+    def check(in_avals, out_avals, **params):
+        return None if pred(np.dtype(in_avals[0].dtype)) else why
+    return check
+
+
+def _not_complex(why):
+    return _only(lambda dt: dt.kind != "c", why)
 
 
 def _binop(name):
@@ -41,19 +47,10 @@ for _p, _name in [(ew.add_p, "add"), (ad.add_any_p, "add"), (ew.sub_p, "sub"),
     scalar_exprs[_p] = _binop(_name)
 
 
-def _complex_arith_guard(name):
-    base = scalar_exprs[name]
-
-    def rule(ctx, x, y):
-        # max/min/rem/pow of complex numbers: NumPy's definitions (lexicographic order,
-        # its own complex pow) are not Numba's
-        _require(_dt(x).kind != "c", "complex")
-        return base(ctx, x, y)
-    return rule
-
-
+# max/min/rem/pow of complex numbers: NumPy's definitions (lexicographic order, its own
+# complex pow) are not Numba's
 for _p in (ew.max_p, ew.min_p, ew.rem_p, ew.pow_p):
-    scalar_exprs[_p] = _complex_arith_guard(_p)
+    limit("scalar", _p, _not_complex("complex"))
 
 
 def _zero_safe(name):
@@ -86,7 +83,6 @@ scalar_exprs[ew.abs_p] = _abs
 
 def _sign(ctx, x):
     dt = _dt(x)
-    _require(dt.kind != "c", "complex sign")
     if dt.kind == "u":
         return ctx.cast(ctx.op("ne", x, ctx.const(0, dt)), dt)
     if dt.kind == "f":
@@ -97,11 +93,11 @@ def _sign(ctx, x):
 
 
 scalar_exprs[ew.sign_p] = _sign
+limit("scalar", ew.sign_p, _not_complex("complex sign"))
 
 
-def _float_call(fn, complex_ok=False):
+def _float_call(fn):
     def rule(ctx, x, **params):
-        _require(complex_ok or _dt(x).kind != "c", f"{fn} of complex")
         return ctx.call(fn, x, dtype=ctx.out_avals[0].dtype)
     return rule
 
@@ -113,8 +109,10 @@ for _p, _fn, _cplx in [(ew.floor_p, "np.floor", False), (ew.ceil_p, "np.ceil", F
                        (ew.tanh_p, "np.tanh", True), (ew.sin_p, "np.sin", True),
                        (ew.cos_p, "np.cos", True), (ew.tan_p, "np.tan", True),
                        (ew.sqrt_p, "np.sqrt", True), (ew.cbrt_p, "np.cbrt", False),
-                       (ew.erf_p, "math.erf", False), (ew.atan2_p, "np.arctan2", False)]:
-    scalar_exprs[_p] = _float_call(_fn, _cplx)
+                       (ew.erf_p, "math.erf", False)]:
+    scalar_exprs[_p] = _float_call(_fn)
+    if not _cplx:
+        limit("scalar", _p, _not_complex(f"{_fn} of complex"))
 
 
 # Vectorizable versions (the backend's "vecmath" helpers, pasted into the loop) where the
@@ -158,21 +156,21 @@ scalar_exprs[ew.round_p] = _round
 
 def _logistic(ctx, x):
     dt = _dt(x)
-    _require(dt.kind == "f", "complex logistic")
     one = ctx.const(1, dt)
     return ctx.op("div", one, ctx.op("add", one, ctx.call("np.exp", ctx.op("neg", x), dtype=dt)))
 
 
 scalar_exprs[ew.logistic_p] = _logistic
+limit("scalar", ew.logistic_p, _only(lambda dt: dt.kind == "f", "complex logistic"))
 
 
 def _rsqrt(ctx, x):
     dt = _dt(x)
-    _require(dt.kind == "f", "complex rsqrt")
     return ctx.op("div", ctx.const(1, dt), ctx.call("np.sqrt", x, dtype=dt))
 
 
 scalar_exprs[ew.rsqrt_p] = _rsqrt
+limit("scalar", ew.rsqrt_p, _only(lambda dt: dt.kind == "f", "complex rsqrt"))
 
 
 def _square(ctx, x):
@@ -297,12 +295,21 @@ scalar_exprs[ew.convert_element_type_p] = _convert
 
 
 def _bitcast(ctx, x, *, new_dtype):
-    _require(np.dtype(new_dtype).itemsize == _dt(x).itemsize, "width change")
-    _require(_dt(x) != np.bool_ and np.dtype(new_dtype) != np.bool_, "bool bitcast")
-    _require(_dt(x).kind != "c" and np.dtype(new_dtype).kind != "c", "complex bitcast")
     return ctx.op("bitcast", x, dtype=new_dtype)
 
 
+def _bitcast_limits(in_avals, out_avals, *, new_dtype):
+    old, new = np.dtype(in_avals[0].dtype), np.dtype(new_dtype)
+    if new.itemsize != old.itemsize:
+        return "width change"
+    if old == np.bool_ or new == np.bool_:
+        return "bool bitcast"
+    if old.kind == "c" or new.kind == "c":
+        return "complex bitcast"
+    return None
+
+
 scalar_exprs[ew.bitcast_convert_type_p] = _bitcast
+limit("scalar", ew.bitcast_convert_type_p, _bitcast_limits)
 
 del lax
