@@ -14,12 +14,21 @@ sources (every import, at the top of a module or lazily inside a function, and e
   the jit bridge;
 - no module of ``lowering/`` or ``numba_backend/`` imports tracer's public face.
 
+The import order is one way whichever package comes first: ``lax/__init__.py`` starts by
+importing ``tracer``, whose ``__init__`` imports the core, ``lax`` and then the public
+face. When ``import lax`` comes first, the public face is imported while the ``lax``
+package is still empty, so no module of ``tracer/`` reads ``lax.<name>`` at import (it
+imports the family module instead); a subprocess per import order checks the result.
+
 (tests/lowering/test_layering.py checks, besides, that lowering imports no Numba.)
 """
 import ast
+import json
 import pathlib
 import subprocess
 import sys
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PUBLIC_FACE = ("tracer.api", "tracer.numpy", "tracer.nn", "tracer.scipy", "tracer.random")
@@ -115,3 +124,106 @@ def test_import_tracer_loads_no_compiler():
                          text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-3000:]
     assert res.stdout.strip() == "[]", res.stdout
+
+
+class _ImportTimeLaxReads(ast.NodeVisitor):
+    """``lax.<name>`` read when the module is imported (outside any function body)."""
+
+    def __init__(self):
+        self.hits = []
+        self.depth = 0
+
+    def visit_FunctionDef(self, node):
+        for d in node.decorator_list + node.args.defaults + [
+                d for d in node.args.kw_defaults if d is not None]:
+            self.visit(d)
+        self.depth += 1
+        for b in node.body:
+            self.visit(b)
+        self.depth -= 1
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node):
+        for d in node.args.defaults:
+            self.visit(d)
+        self.depth += 1
+        self.visit(node.body)
+        self.depth -= 1
+
+    def visit_Attribute(self, node):
+        if self.depth == 0 and isinstance(node.value, ast.Name) and node.value.id == "lax":
+            self.hits.append(f"{node.lineno}: lax.{node.attr}")
+        self.generic_visit(node)
+
+
+def import_time_lax_reads(src: str) -> list:
+    v = _ImportTimeLaxReads()
+    v.visit(ast.parse(src))
+    return v.hits
+
+
+def test_tracer_reads_no_lax_attribute_at_import():
+    bad = [f"{f.relative_to(ROOT).as_posix()}:{h}" for f in _modules("tracer")
+           for h in import_time_lax_reads(f.read_text())]
+    assert not bad, ("read these through their family module (``from lax import "
+                     "elementwise``): with ``import lax`` first the package is still empty "
+                     "here:\n" + "\n".join(bad))
+
+
+def test_the_import_time_scan():
+    src = ("import lax\n"
+           "sub = lax.sub\n"                                   # 2
+           "@deco(lax.max)\n"                                  # 3
+           "def f(x, y=lax.min):\n"                            # 4
+           "    return lax.add(x, y)\n"                        # inside: fine
+           "g = lambda x: lax.neg(x)\n"                        # inside: fine
+           "table = [lax.exp(v) for v in ()]\n"                # 7: a comprehension runs now
+           "class C:\n    op = lax.mul\n"                     # 9: a class body runs now
+           "    def m(self):\n        return lax.div\n")
+    assert import_time_lax_reads(src) == ["2: lax.sub", "3: lax.max", "4: lax.min",
+                                          "7: lax.exp", "9: lax.mul"]
+
+
+_ORDERS = ["import tracer", "import lax", "from tracer import lax", "import tracer.lax",
+           "import tracer.numpy as tnp", "from lax.control_flow import scan",
+           "import tracer.core", "from tracer.interpreters import ad",
+           "import lowering.pipeline"]
+
+_AFTER = """
+import json, sys
+import numpy as np
+import lax, tracer
+import tracer.numpy as tnp
+from tracer import lax as tlax
+import tracer.lax
+assert tlax is lax and tracer.lax is lax and sys.modules["tracer.lax"] is lax
+assert tracer.numpy is tnp
+y = tracer.grad(lambda x: tnp.sum(lax.sin(x) * 2.0))(np.ones(3))
+np.testing.assert_allclose(np.asarray(y), 2.0 * np.cos(np.ones(3)), rtol=1e-15)
+print(json.dumps({"tracer": sorted(dir(tracer)), "lax": sorted(dir(lax)),
+                  "tnp": sorted(dir(tnp))}))
+"""
+
+
+def _names_after(first: str) -> dict:
+    res = subprocess.run([sys.executable, "-c", first + "\n" + _AFTER], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, (first, res.stderr[-3000:])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def names_after_import_tracer():
+    return _names_after("import tracer")
+
+
+@pytest.mark.parametrize("first", _ORDERS[1:])
+def test_every_import_order_gives_the_same_packages(first, names_after_import_tracer):
+    # a fresh process per order; the same public names whichever package comes first
+    names = _names_after(first)
+    for pkg in ("tracer", "lax", "tnp"):
+        assert names[pkg] == names_after_import_tracer[pkg], (
+            first, pkg, set(names[pkg]) ^ set(names_after_import_tracer[pkg]))
+    assert {"grad", "jit", "vmap", "numpy", "random", "nn", "scipy", "lax",
+            "custom_jvp"} <= set(names["tracer"])
