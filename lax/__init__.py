@@ -3,7 +3,15 @@
 One module per family (``elementwise``, ``shapes``, ``reductions``, ``linalg``, ...); each
 primitive is defined once there with all its rules (DESIGN.md section 3). This package
 re-exports the public wrappers.
+
+Import order: the first statement imports ``tracer``, which imports its core, then this
+package's families as its public face needs them, then the public face itself (DESIGN.md
+section 2); so ``import lax`` first and ``import tracer`` first run the same one-way
+order, and nothing here calls back into ``tracer``. (When ``import lax`` comes first,
+``tracer``'s public face is imported while this module is still empty: it reads
+``lax.<name>`` only inside functions, never at import -- tests/test_import_layering.py.)
 """
+import tracer  # noqa: F401  (the layers below and above lax, in order)
 from lax.elementwise import (
     RoundingMethod, abs, add, atan2, bitcast_convert_type, bitwise_and, bitwise_not,
     bitwise_or, bitwise_xor, cbrt, ceil, clamp, clz, complex, conj, convert_element_type, cos,
@@ -101,8 +109,3 @@ from lax.collectives import (all_to_all, all_to_all_p, axis_size, pbroadcast, pb
                              pcast, ppermute, ppermute_p, precv, precv_p, psend, psend_p,
                              pshuffle, psum_scatter, pswapaxes, ragged_all_to_all,
                              ragged_all_to_all_p, reduce_scatter_p)
-
-_initialized = True
-import tracer as _tracer  # noqa: E402
-if hasattr(_tracer, "_finish_init") and not hasattr(_tracer, "grad"):
-    _tracer._finish_init()

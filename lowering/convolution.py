@@ -34,7 +34,7 @@ import numpy as np
 
 from lax import convolution as cv
 from tracer import dtypes
-from lowering.rules import NotLowerable, lowering_rules
+from lowering.rules import limit, lowering_rules
 
 MAX_SPATIAL = 3          # the backend's kernels take up to 3 spatial dims
 
@@ -50,8 +50,6 @@ def compute_dtype(in_dt, out_dt):
 
 
 def _conv_lower(ctx, in_avals, out_avals, lhs, rhs, **params):
-    if in_avals[0].ndim - 2 > MAX_SPATIAL:
-        raise NotLowerable("conv_general_dilated: more than 3 spatial dims")
     ct = compute_dtype(in_avals[0].dtype, out_avals[0].dtype)
     how = "direct loops" if ct.kind in "iub" else "im2col/gather + BLAS or direct loops"
     name = f"conv_general_dilated (Numba {how})"
@@ -60,3 +58,6 @@ def _conv_lower(ctx, in_avals, out_avals, lhs, rhs, **params):
 
 
 lowering_rules[cv.conv_general_dilated_p] = _conv_lower
+limit("structured", cv.conv_general_dilated_p, lambda in_avals, out_avals, **params: (
+    "conv_general_dilated: more than 3 spatial dims"
+    if in_avals[0].ndim - 2 > MAX_SPATIAL else None))

@@ -3,8 +3,8 @@
 Each rule mirrors the primitive's NumPy impl operation by operation, so that the fused
 kernel gives the eager answer (bit for bit where NumPy's scalar math is used: +, -, *, /,
 sqrt, comparisons, integer ops, conversions; to a few ulp for libm functions, whose NumPy
-versions are vectorized differently). A rule raises ``NotLowerable`` for dtypes it does
-not handle; the equation then runs as a host step.
+versions are vectorized differently). A rule declares the dtypes it does not handle
+(``lowering.rules.limit``); such an equation runs as a host step.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 
 import lax
 from lax import elementwise as ew
-from lowering.rules import NotLowerable, scalar_exprs
+from lowering.rules import limit, scalar_exprs
 from tracer.interpreters import ad
 
 
@@ -20,9 +20,15 @@ def _dt(x):
     return np.dtype(x.dtype)
 
 
-def _require(cond, why=""):
-    if not cond:
-        raise NotLowerable(why)
+def _only(pred, why):
+    """A limit: the rule handles operand 0 when ``pred(its dtype)``, else ``why``."""
+    def check(in_avals, out_avals, **params):
+        return None if pred(np.dtype(in_avals[0].dtype)) else why
+    return check
+
+
+def _not_complex(why):
+    return _only(lambda dt: dt.kind != "c", why)
 
 
 def _binop(name):
@@ -41,19 +47,10 @@ for _p, _name in [(ew.add_p, "add"), (ad.add_any_p, "add"), (ew.sub_p, "sub"),
     scalar_exprs[_p] = _binop(_name)
 
 
-def _complex_arith_guard(name):
-    base = scalar_exprs[name]
-
-    def rule(ctx, x, y):
-        # max/min/rem/pow of complex numbers: NumPy's definitions (lexicographic order,
-        # its own complex pow) are not Numba's
-        _require(_dt(x).kind != "c", "complex")
-        return base(ctx, x, y)
-    return rule
-
-
+# max/min/rem/pow of complex numbers: NumPy's definitions (lexicographic order, its own
+# complex pow) are not Numba's
 for _p in (ew.max_p, ew.min_p, ew.rem_p, ew.pow_p):
-    scalar_exprs[_p] = _complex_arith_guard(_p)
+    limit("scalar", _p, _not_complex("complex"))
 
 
 def _rem(ctx, x, y):
@@ -99,7 +96,6 @@ scalar_exprs[ew.abs_p] = _abs
 
 def _sign(ctx, x):
     dt = _dt(x)
-    _require(dt.kind != "c", "complex sign")
     if dt.kind == "u":
         return ctx.cast(ctx.op("ne", x, ctx.const(0, dt)), dt)
     if dt.kind == "f":
@@ -110,11 +106,11 @@ def _sign(ctx, x):
 
 
 scalar_exprs[ew.sign_p] = _sign
+limit("scalar", ew.sign_p, _not_complex("complex sign"))
 
 
 def _float_call(fn):
     def rule(ctx, x, **params):
-        _require(_dt(x).kind != "c", f"{fn} of complex")
         return ctx.call(fn, x, dtype=ctx.out_avals[0].dtype)
     return rule
 
@@ -128,21 +124,21 @@ for _p, _fn in [(ew.floor_p, "np.floor"), (ew.ceil_p, "np.ceil"),
                 (ew.exp2_p, "np.exp2"), (ew.log_p, "np.log"), (ew.expm1_p, "np.expm1"),
                 (ew.log1p_p, "np.log1p"), (ew.tanh_p, "np.tanh"), (ew.sin_p, "np.sin"),
                 (ew.cos_p, "np.cos"), (ew.tan_p, "np.tan"), (ew.sqrt_p, "np.sqrt"),
-                (ew.atan2_p, "np.arctan2")]:
+                (ew.erf_p, "math.erf")]:
     scalar_exprs[_p] = _float_call(_fn)
+    limit("scalar", _p, _not_complex(f"{_fn} of complex"))
 
 
 def _nan_kept(fn):
     # np.cbrt under Numba turns a NaN operand into +NaN; NumPy returns the operand
     def rule(ctx, x):
-        _require(_dt(x).kind != "c", f"{fn} of complex")
         y = ctx.call(fn, x, dtype=ctx.out_avals[0].dtype)
         return ctx.select(ctx.op("ne", x, x), x, y)
     return rule
 
 
 scalar_exprs[ew.cbrt_p] = _nan_kept("np.cbrt")
-scalar_exprs[ew.erf_p] = _float_call("math.erf")
+limit("scalar", ew.cbrt_p, _not_complex("np.cbrt of complex"))
 
 
 # Vectorizable versions (the backend's "vecmath" helpers, pasted into the loop) where the
@@ -186,7 +182,6 @@ scalar_exprs[ew.round_p] = _round
 
 def _logistic(ctx, x):
     dt = _dt(x)
-    _require(dt.kind == "f", "complex logistic")
     # scipy.special.expit (the impl) has float32 and float64 loops: float16 is computed
     # in float32 and rounded once
     wt = np.dtype(np.float32) if dt == np.float16 else dt
@@ -197,15 +192,16 @@ def _logistic(ctx, x):
 
 
 scalar_exprs[ew.logistic_p] = _logistic
+limit("scalar", ew.logistic_p, _only(lambda dt: dt.kind == "f", "complex logistic"))
 
 
 def _rsqrt(ctx, x):
     dt = _dt(x)
-    _require(dt.kind == "f", "complex rsqrt")
     return ctx.op("div", ctx.const(1, dt), ctx.call("np.sqrt", x, dtype=dt))
 
 
 scalar_exprs[ew.rsqrt_p] = _rsqrt
+limit("scalar", ew.rsqrt_p, _only(lambda dt: dt.kind == "f", "complex rsqrt"))
 
 
 def _square(ctx, x):
@@ -330,12 +326,21 @@ scalar_exprs[ew.convert_element_type_p] = _convert
 
 
 def _bitcast(ctx, x, *, new_dtype):
-    _require(np.dtype(new_dtype).itemsize == _dt(x).itemsize, "width change")
-    _require(_dt(x) != np.bool_ and np.dtype(new_dtype) != np.bool_, "bool bitcast")
-    _require(_dt(x).kind != "c" and np.dtype(new_dtype).kind != "c", "complex bitcast")
     return ctx.op("bitcast", x, dtype=new_dtype)
 
 
+def _bitcast_limits(in_avals, out_avals, *, new_dtype):
+    old, new = np.dtype(in_avals[0].dtype), np.dtype(new_dtype)
+    if new.itemsize != old.itemsize:
+        return "width change"
+    if old == np.bool_ or new == np.bool_:
+        return "bool bitcast"
+    if old.kind == "c" or new.kind == "c":
+        return "complex bitcast"
+    return None
+
+
 scalar_exprs[ew.bitcast_convert_type_p] = _bitcast
+limit("scalar", ew.bitcast_convert_type_p, _bitcast_limits)
 
 del lax

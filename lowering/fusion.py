@@ -1,8 +1,8 @@
 """Fusion: group the equations of an optimized jaxpr into kernels and build the Program.
 
-1. Classify each equation by its rule (``lowering.rules``): fusible (scalar expression or
-   index remap), reduction, structured (library call) or host step. A rule that raises
-   ``NotLowerable`` for these operands makes it a host step.
+1. Classify each equation by its rule (``lowering.rules.classify``): fusible (scalar
+   expression or index remap), reduction, structured (library call) or host step -- the
+   latter when no rule's declared limits admit these operands.
 2. Decide which values are *materialized* (become arrays): program inputs/outputs, results
    of non-fusible equations, operands of structured/host steps, and values with several
    consumers (or broadcast to a larger shape) whose recomputation is not cheap
@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
@@ -25,7 +24,7 @@ from lowering import ir
 from lowering.ir import (INDEX, AccRef, Const, FParam, HostStep, IParam, Kernel, KernelArg,
                          KernelStep, LibraryCall, Load, LoopIndex, PartRef, Program,
                          Reduction, Store)
-from lowering.rules import (CALL_COST, ExprContext, NotLowerable, Operand, StructuredContext,
+from lowering.rules import (CALL_COST, ExprContext, Operand, StructuredContext, classify,
                             lowering_rules, python_scalar, reduction_rules, remap_rules,
                             scalar_exprs)
 from tracer.core import ShapedArray
@@ -33,7 +32,6 @@ from tracer.jaxpr import Literal, Var, _Namer, _pp_eqn
 
 RECOMPUTE_COST = 4           # a value with several consumers is stored if it costs more
 BAKED_FLOATS = {0.0, 1.0, -1.0, 2.0, 0.5, -0.5}
-STRICT = os.environ.get("TRACER_STRICT_LOWERING", "") not in ("", "0")
 
 
 class _Conflict(Exception):
@@ -48,42 +46,32 @@ def _eqn_text(eqn, namer) -> str:
 
 # ----------------------------------- classification --------------------------------------
 
-def _probe(eqn):
+def _classify_eqn(eqn):
     """Kind of ``eqn`` for these operands ("scalar", "remap", "reduction", "structured" or
-    "host": the first registry whose rule accepts them) and a rough per-element cost."""
+    "host": ``lowering.rules.classify``, by the rules' declared limits) and, for a scalar or
+    remap equation, a rough per-element cost: the ops and calls of its rule's expression
+    built on placeholder operands (constants)."""
     prim = eqn.primitive
     if any(not isinstance(v.aval, ShapedArray) for v in list(eqn.outvars) + [
             a for a in eqn.invars if isinstance(a, Var)]):
         return "host", 0
     in_avals = [a.aval for a in eqn.invars]
     out_avals = [v.aval for v in eqn.outvars]
-    for kind, registry in (("scalar", scalar_exprs), ("remap", remap_rules)):
-        if prim not in registry or len(out_avals) != 1:
-            continue
-        ctx = ExprContext(in_avals, out_avals, "", lambda v, label: IParam(99, label))
-        try:
-            if kind == "scalar":
-                args = [Const(python_scalar(0, a.dtype), a.dtype) for a in in_avals]
-                e = _apply_scalar(prim, ctx, args, eqn.params)
-            else:
-                ops = [Operand(a, lambda idx, a=a: Const(python_scalar(0, a.dtype), a.dtype),
-                               ctx, "") for a in in_avals]
-                idx = tuple(LoopIndex(d) for d in range(len(out_avals[0].shape)))
-                e = remap_rules[prim](ctx, idx, *ops, **eqn.params)
-        except NotLowerable:
-            continue
-        except Exception:
-            if STRICT:
-                raise
-            continue
-        cost = sum(CALL_COST if isinstance(n, ir.Call) else 1 for n in ir.walk(e)
-                   if isinstance(n, (ir.Op, ir.Call)) and n.dtype != INDEX)
-        return kind, cost
-    if prim in reduction_rules:
-        return "reduction", 0
-    if prim in lowering_rules:
-        return "structured", 0
-    return "host", 0
+    kind = classify(prim, in_avals, out_avals, eqn.params)
+    if kind not in ("scalar", "remap"):
+        return kind, 0
+    ctx = ExprContext(in_avals, out_avals, "", lambda v, label: IParam(99, label))
+    if kind == "scalar":
+        args = [Const(python_scalar(0, a.dtype), a.dtype) for a in in_avals]
+        e = _apply_scalar(prim, ctx, args, eqn.params)
+    else:
+        ops = [Operand(a, lambda idx, a=a: Const(python_scalar(0, a.dtype), a.dtype), ctx, "")
+               for a in in_avals]
+        idx = tuple(LoopIndex(d) for d in range(len(out_avals[0].shape)))
+        e = remap_rules[prim](ctx, idx, *ops, **eqn.params)
+    cost = sum(CALL_COST if isinstance(n, ir.Call) else 1 for n in ir.walk(e)
+               if isinstance(n, (ir.Op, ir.Call)) and n.dtype != INDEX)
+    return kind, cost
 
 
 def _apply_scalar(prim, ctx, args, params):
@@ -274,7 +262,7 @@ class _Fuser(StructuredContext):
 
     def _classify(self):
         for eqn in self.jaxpr.eqns:
-            kind, cost = _probe(eqn)
+            kind, cost = _classify_eqn(eqn)
             self.kind[id(eqn)] = kind
             for v in eqn.outvars:
                 self.cost[v] = cost
@@ -334,14 +322,11 @@ class _Fuser(StructuredContext):
         in_avals = [a.aval for a in eqn.invars]
         out_avals = [v.aval for v in eqn.outvars]
         if kind == "structured":
-            try:
-                outs = lowering_rules[eqn.primitive](self, in_avals, out_avals, *ins,
-                                                     **eqn.params)
-                for v, o in zip(eqn.outvars, outs):
-                    self.names[v] = o
-                return
-            except NotLowerable:
-                pass
+            outs = lowering_rules[eqn.primitive](self, in_avals, out_avals, *ins,
+                                                 **eqn.params)
+            for v, o in zip(eqn.outvars, outs):
+                self.names[v] = o
+            return
         outs = tuple(self._new_buffer(v.aval) for v in eqn.outvars)
         for v, o in zip(eqn.outvars, outs):
             self.names[v] = o
@@ -411,13 +396,8 @@ class _Fuser(StructuredContext):
         in_avals = [a.aval for a in eqn.invars]
         out_avals = [o.aval for o in eqn.outvars]
         text = self.origin[eqn.outvars[0]]
-        probe_ctx = ExprContext(in_avals, out_avals, text, lambda v, l: IParam(0, l))
-        try:
-            spec = reduction_rules[eqn.primitive](probe_ctx, *in_avals, **eqn.params)
-        except NotLowerable:
-            self.kind[id(eqn)] = "host"
-            self._lower_eqn(eqn)
-            return
+        axes_ctx = ExprContext(in_avals, out_avals, text, lambda v, l: IParam(0, l))
+        spec = reduction_rules[eqn.primitive](axes_ctx, *in_avals, **eqn.params)
         shape = x.aval.shape
         axes = tuple(sorted(spec.axes))
 

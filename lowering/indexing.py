@@ -19,7 +19,7 @@ import numpy as np
 
 from lax import indexing as ix
 from lowering.ir import INDEX
-from lowering.rules import NotLowerable, lowering_rules, remap_rules
+from lowering.rules import limit, lowering_rules, remap_rules
 
 _I64_MAX = int(np.iinfo(np.int64).max)
 
@@ -130,14 +130,20 @@ _OPS = {ix.scatter_p: 0, ix.scatter_add_p: 1, ix.scatter_sub_p: 2, ix.scatter_mu
 
 def _scatter_lower(prim):
     def rule(ctx, in_avals, out_avals, operand, indices, updates, **params):
-        if params["update_jaxpr"] is not None or in_avals[0].dtype == np.float16:
-            raise NotLowerable(f"{prim.name}: user update computations and float16 run "
-                               "the eager impl")
         name = f"{prim.name} (Numba window loop, {params['mode'].name.lower()})"
         return ctx.library_call(name, "scatter", [operand, indices, updates], out_avals,
                                 op=_OPS[prim], **params)
     return rule
 
 
+def _scatter_limits(prim):
+    def check(in_avals, out_avals, **params):
+        if params["update_jaxpr"] is not None or in_avals[0].dtype == np.float16:
+            return f"{prim.name}: user update computations and float16 run the eager impl"
+        return None
+    return check
+
+
 for _p in _OPS:
     lowering_rules[_p] = _scatter_lower(_p)
+    limit("structured", _p, _scatter_limits(_p))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from lax import linalg as la
-from lowering.rules import NotLowerable, lowering_rules, remap_rules
+from lowering.rules import limit, lowering_rules, remap_rules
 from tracer import dtypes
 
 
@@ -33,8 +33,6 @@ def _dot_general_outer(ctx, idx, lhs, rhs, *, dimension_numbers, precision,
     gradients) dot_general is element-wise, out[b, i, j] = lhs[b, i] * rhs[b, j], and
     fuses with its producers and consumers instead of calling BLAS per batch member."""
     (lc, rc), (lb, rb) = dimension_numbers
-    if any(lhs.aval.shape[d] != 1 for d in lc):
-        raise NotLowerable("a real contraction: BLAS")
     out_dt = np.dtype(ctx.out_avals[0].dtype)
     in_dt = np.dtype(lhs.aval.dtype)
     lfree = [i for i in range(lhs.aval.ndim) if i not in lc and i not in lb]
@@ -60,4 +58,10 @@ def _dot_general_outer(ctx, idx, lhs, rhs, *, dimension_numbers, precision,
 
 
 lowering_rules[la.dot_general_p] = _dot_general_lower
+def _no_contraction(in_avals, out_avals, *, dimension_numbers, **params):
+    (lc, _), _ = dimension_numbers
+    return "a real contraction: BLAS" if any(in_avals[0].shape[d] != 1 for d in lc) else None
+
+
 remap_rules[la.dot_general_p] = _dot_general_outer
+limit("remap", la.dot_general_p, _no_contraction)

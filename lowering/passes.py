@@ -19,13 +19,34 @@ import numpy as np
 
 from tracer.core import ShapedArray
 from tracer.jaxpr import ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var
+from tracer.ad_checkpoint import checkpoint_p, name_p
+from tracer.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p
+from tracer.interpreters.ad import stop_gradient_p
 from tracer.interpreters.call import closed_call_p, jit_p
 
+
+def _identity(eqn) -> ClosedJaxpr:
+    v = Var(eqn.outvars[0].aval)
+    return ClosedJaxpr(Jaxpr([], [v], [], [v]), [])
+
+
 # prim -> function(eqn) -> ClosedJaxpr to splice in place of the equation (same operands
-# and results), or None to keep it. Control-flow owners may register call-like wrappers.
+# and results), or None to keep it. The call-like primitives of tracer's core are here;
+# a rule module of lowering registers those of its lax family (composite, linear_solve).
+#
+# Under jit a custom_jvp/custom_vjp call is its primal function, and a checkpointed
+# function is spliced into its caller: differentiation, and the rematerialization that
+# partial evaluation decides, happen before lowering. (CSE may then merge a recomputed
+# value with the original: faster, without the memory saving.) stop_gradient and
+# checkpoint_name are the identity.
 inline_rules: dict = {
     jit_p: lambda eqn: eqn.params["jaxpr"],
     closed_call_p: lambda eqn: eqn.params["jaxpr"],
+    custom_jvp_call_p: lambda eqn: eqn.params["call_jaxpr"],
+    custom_vjp_call_p: lambda eqn: eqn.params["call_jaxpr"],
+    checkpoint_p: lambda eqn: eqn.params["jaxpr"],
+    stop_gradient_p: _identity,
+    name_p: _identity,
 }
 
 # Primitives that must never be removed or merged (printing, callbacks, io).

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from lax import reductions as rd
-from lowering.rules import NotLowerable, ReductionSpec, reduction_rules
+from lowering.rules import ReductionSpec, limit, reduction_rules
 
 
 def _acc_dtype(dt):
@@ -25,8 +25,6 @@ def _acc_dtype(dt):
 def _monoid(op, identity):
     def rule(ctx, x, *, axes):
         dt = np.dtype(x.dtype)
-        if op in ("max", "min") and dt.kind == "c":
-            raise NotLowerable("complex max/min")
         acc_dt = _acc_dtype(dt)
         inexact = dt.kind in "fc" and op in ("add", "mul")
 
@@ -99,6 +97,9 @@ reduction_rules[rd.reduce_sum_p] = _monoid("add", lambda dt: 0)
 reduction_rules[rd.reduce_prod_p] = _monoid("mul", lambda dt: 1)
 reduction_rules[rd.reduce_max_p] = _float_minmax("max", _monoid("max", _max_identity))
 reduction_rules[rd.reduce_min_p] = _float_minmax("min", _monoid("min", _min_identity))
+for _p in (rd.reduce_max_p, rd.reduce_min_p):
+    limit("reduction", _p, lambda in_avals, out_avals, **params: "complex max/min" if np.dtype(
+        in_avals[0].dtype).kind == "c" else None)
 reduction_rules[rd.reduce_and_p] = _monoid("and", _and_identity)
 reduction_rules[rd.reduce_or_p] = _monoid("or", lambda dt: False if dt == np.bool_ else 0)
 reduction_rules[rd.reduce_xor_p] = _monoid("xor", lambda dt: False if dt == np.bool_ else 0)

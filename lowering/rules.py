@@ -5,8 +5,11 @@ with no rule still works under jit as a *host step* (its NumPy impl on whole arr
 ``jitted.lower(...).as_text()`` says so.
 
 Four registries, tried in this order for an equation ``outs = prim[params] ins``; a rule
-that raises ``NotLowerable`` (say, for complex operands) passes the equation on to the
-next registry, and finally to a host step:
+that does not handle some operands (say, complex ones) declares it with its *limits*
+(``limit(kind, prim, check)``, next to the rule), which pass such an equation on to the
+next registry, and finally to a host step. Fusion classifies every equation by
+``classify`` before lowering it -- a rule never raises to say "not these operands", and
+an exception raised by a rule is a bug that propagates:
 
 1. ``scalar_exprs[prim]`` -- element-wise primitives; fused into their consumers.
    Either a function name (``"np.sin"``, ``"math.erf"``: called on the operands, result
@@ -45,7 +48,7 @@ Worked example -- a new element-wise primitive ``erfc_p`` (float operands)::
 
     # lowering/special.py
     import numpy as np
-    from lowering.rules import scalar_exprs           # (never import Numba here)
+    from lowering.rules import limit, scalar_exprs    # (never import Numba here)
 
     scalar_exprs[erfc_p] = "math.erfc"               # one-liner: math.erfc(x), cast back
 
@@ -54,6 +57,10 @@ Worked example -- a new element-wise primitive ``erfc_p`` (float operands)::
         x64 = ctx.cast(x, np.float64)
         return ctx.cast(ctx.call("math.erfc", x64, dtype=np.float64), ctx.out_avals[0].dtype)
     scalar_exprs[erfc_p] = _erfc_lower
+
+    # the operands it does not handle run as host steps: declared, never raised
+    limit("scalar", erfc_p, lambda in_avals, out_avals, **params:
+          None if np.dtype(in_avals[0].dtype).kind == "f" else "complex erfc")
 
 and a structured one -- a library call of a new kind, implemented by the backend::
 
@@ -102,22 +109,51 @@ lowering_rules: dict = {}     # prim -> (ctx, in_avals, out_avals, *ins, **param
 CALL_COST = 20
 
 
-class NotLowerable(Exception):
-    """Raised by any rule for operands it does not handle (say, complex dtypes): the
-    equation then runs as a host step."""
+# The registries in the order they are tried, by kind.
+REGISTRIES = (("scalar", scalar_exprs), ("remap", remap_rules),
+              ("reduction", reduction_rules), ("structured", lowering_rules))
+
+# (kind, prim) -> check(in_avals, out_avals, **params) -> str | None: why the rule of
+# registry ``kind`` does not handle these operands, or None when it does. Declared with
+# the rule (``limit``); a rule without limits handles every operand its primitive accepts.
+rule_limits: dict = {}
+
+
+def limit(kind: str, prim, check: Callable) -> None:
+    """Declare that the ``kind`` rule of ``prim`` handles only the operands for which
+    ``check(in_avals, out_avals, **params)`` returns None (else: the reason, a string)."""
+    if kind not in dict(REGISTRIES):
+        raise ValueError(f"limit: unknown registry kind {kind!r}; known: "
+                         f"{[k for k, _ in REGISTRIES]}")
+    rule_limits[(kind, prim)] = check
+
+
+def why_not(kind: str, prim, in_avals, out_avals, params) -> str | None:
+    """Why the ``kind`` rule of ``prim`` does not lower these operands (None: it does)."""
+    if prim not in dict(REGISTRIES)[kind]:
+        return f"no {kind} rule"
+    if kind in ("scalar", "remap") and len(out_avals) != 1:
+        return f"{len(out_avals)} results (a {kind} rule has one)"
+    check = rule_limits.get((kind, prim))
+    return None if check is None else check(list(in_avals), list(out_avals), **params)
+
+
+def classify(prim, in_avals, out_avals, params) -> str:
+    """The registry that lowers ``outs = prim[params] ins`` with these avals: "scalar",
+    "remap", "reduction" or "structured" (the first whose rule exists and whose limits
+    admit them), else "host"."""
+    for kind, _ in REGISTRIES:
+        if why_not(kind, prim, in_avals, out_avals, params) is None:
+            return kind
+    return "host"
 
 
 def rule_kind(prim) -> str | None:
-    """Which registry lowers ``prim`` ("scalar", "remap", "reduction", "structured"), or
-    None (host step)."""
-    if prim in scalar_exprs:
-        return "scalar"
-    if prim in remap_rules:
-        return "remap"
-    if prim in reduction_rules:
-        return "reduction"
-    if prim in lowering_rules:
-        return "structured"
+    """Which registry lowers ``prim`` ("scalar", "remap", "reduction", "structured") for
+    operands within its limits, or None (host step)."""
+    for kind, registry in REGISTRIES:
+        if prim in registry:
+            return kind
     return None
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from lax import special as sp
-from lowering.rules import NotLowerable, scalar_exprs
+from lowering.rules import limit, scalar_exprs
 
 _KERNELS = "lax.special_kernels"
 
@@ -27,8 +27,6 @@ def _kernel_rule(name, module=_KERNELS):
     rounded on the way out)."""
     def rule(ctx, *args, **params):
         out = np.dtype(ctx.out_avals[0].dtype)
-        if out.kind != "f":
-            raise NotLowerable(f"{name} of {out.name}")
         if out == np.float64:
             return ctx.call(f"{module}.{name}_f64", *args, dtype=np.float64)
         args = [ctx.cast(a, np.float32) for a in args]
@@ -36,6 +34,14 @@ def _kernel_rule(name, module=_KERNELS):
         return res if out == np.float32 else ctx.cast(res, out)
     rule.__name__ = f"_{name}_lower"
     return rule
+
+
+def _float_result(name):
+    """The limits of a ``_kernel_rule``: floating outputs (the kernels are float32/64)."""
+    def check(in_avals, out_avals, **params):
+        out = _dt(out_avals[0])
+        return None if out.kind == "f" else f"{name} of {out.name}"
+    return check
 
 
 for _p, _name in [(sp.lgamma_p, "lgamma"), (sp.digamma_p, "digamma"),
@@ -46,29 +52,35 @@ for _p, _name in [(sp.lgamma_p, "lgamma"), (sp.digamma_p, "digamma"),
                   (sp.igammac_p, "igammac"), (sp.igamma_grad_a_p, "igamma_grad_a"),
                   (sp.regularized_incomplete_beta_p, "betainc")]:
     scalar_exprs[_p] = _kernel_rule(_name)
+    limit("scalar", _p, _float_result(_name))
 
 
 def _real_call(fn):
     def rule(ctx, x):
-        if _dt(x).kind != "f":
-            raise NotLowerable(f"{fn} of complex (host step: NumPy's C99 semantics)")
         return ctx.call(fn, x, dtype=ctx.out_avals[0].dtype)
     return rule
+
+
+def _real_operand(why):
+    def check(in_avals, out_avals, **params):
+        return None if _dt(in_avals[0]).kind == "f" else why
+    return check
 
 
 for _p, _fn in [(sp.acos_p, "np.arccos"), (sp.asin_p, "np.arcsin"), (sp.atan_p, "np.arctan"),
                 (sp.acosh_p, "np.arccosh"), (sp.asinh_p, "np.arcsinh"),
                 (sp.atanh_p, "np.arctanh"), (sp.sinh_p, "np.sinh"), (sp.cosh_p, "np.cosh")]:
     scalar_exprs[_p] = _real_call(_fn)
+    limit("scalar", _p, _real_operand(f"{_fn} of complex (host step: NumPy's C99 semantics)"))
 
 
 def _next_after(ctx, x, y):
-    if _dt(x) == np.float16:
-        raise NotLowerable("float16 next_after (values are carried as float32)")
     return ctx.call("np.nextafter", x, y, dtype=_dt(x))
 
 
 scalar_exprs[sp.next_after_p] = _next_after
+limit("scalar", sp.next_after_p, lambda in_avals, out_avals: None if _dt(
+    in_avals[0]) != np.float16 else "float16 next_after (values are carried as float32)")
 
 
 def _is_inf(ctx, x):

@@ -7,11 +7,12 @@ SciPy (or NumPy series) and run as host steps.
 from __future__ import annotations
 
 from lax import special_extra as sx
-from lowering.rules import scalar_exprs
-from lowering.special import _kernel_rule
+from lowering.rules import limit, scalar_exprs
+from lowering.special import _float_result, _kernel_rule
 
 _KERNELS = "lax.special_extra_kernels"
 
 for _p in (sx.expn_p, sx.expi_p, sx.dawsn_p, sx.si_p, sx.ci_p, sx.fresnel_s_p,
            sx.fresnel_c_p, sx.spence_p):
     scalar_exprs[_p] = _kernel_rule(_p.name, _KERNELS)
+    limit("scalar", _p, _float_result(_p.name))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from lax import windowed as wn
-from lowering.rules import NotLowerable, lowering_rules
+from lowering.rules import limit, lowering_rules
 
 _BOOL = np.dtype(np.bool_)
 
@@ -41,37 +41,45 @@ def _rw_lower(prim):
     op = _RW[prim]
 
     def rule(ctx, in_avals, out_avals, x, **params):
-        if in_avals[0].dtype.kind == "c" and op != 0:
-            raise NotLowerable(f"{prim.name}: complex operands")
         name = f"{prim.name} (Numba window loop)"
         return ctx.library_call(name, "reduce_window", [x], out_avals, op=op,
                                 out_shape=tuple(out_avals[0].shape), **params)
     return rule
 
 
+def _rw_limits(prim):
+    def check(in_avals, out_avals, **params):
+        if in_avals[0].dtype.kind == "c" and _RW[prim] != 0:
+            return f"{prim.name}: complex operands"
+        return None
+    return check
+
+
 for _p in _RW:
     lowering_rules[_p] = _rw_lower(_p)
+    limit("structured", _p, _rw_limits(_p))
 
 
 # ------------------------------ select_and_scatter / gather ---------------------------------
 
-def _select_check(prim, in_avals):
-    src, operand = in_avals
-    if operand.dtype.kind == "c":
-        raise NotLowerable(f"{prim.name}: complex operands")
-    if prim is wn.select_and_scatter_add_p and src.dtype == _BOOL:
-        raise NotLowerable(f"{prim.name}: bool sources")
+def _select_limits(prim):
+    def check(in_avals, out_avals, **params):
+        src, operand = in_avals
+        if operand.dtype.kind == "c":
+            return f"{prim.name}: complex operands"
+        if prim is wn.select_and_scatter_add_p and src.dtype == _BOOL:
+            return f"{prim.name}: bool sources"
+        return None
+    return check
 
 
 def _sas_lower(ctx, in_avals, out_avals, source, operand, **params):
-    _select_check(wn.select_and_scatter_add_p, in_avals)
     name = "select_and_scatter_add (Numba select + scatter)"
     return ctx.library_call(name, "select_and_scatter_add", [source, operand], out_avals,
                             **params)
 
 
 def _sga_lower(ctx, in_avals, out_avals, tangent, operand, **params):
-    _select_check(wn.select_and_gather_add_p, in_avals)
     name = "select_and_gather_add (Numba select + gather)"
     return ctx.library_call(name, "select_and_gather_add", [tangent, operand], out_avals,
                             out_shape=tuple(out_avals[0].shape), **params)
@@ -79,6 +87,8 @@ def _sga_lower(ctx, in_avals, out_avals, tangent, operand, **params):
 
 lowering_rules[wn.select_and_scatter_add_p] = _sas_lower
 lowering_rules[wn.select_and_gather_add_p] = _sga_lower
+for _p in (wn.select_and_scatter_add_p, wn.select_and_gather_add_p):
+    limit("structured", _p, _select_limits(_p))
 
 
 # ----------------------------------------- cumulative ---------------------------------------

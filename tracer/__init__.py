@@ -1,8 +1,10 @@
 """tracer: JAX-style transformations (grad, vmap, jit, ...) of NumPy-style code, with
 jitted programs lowered to Numba-compiled loops.
 
-Import order (DESIGN.md section 2): the core first, then the primitives (``lax``), then
-the NumPy API and the public transformations.
+Import order (DESIGN.md section 2), one way: the core (config, dtypes, core, errors,
+tree_util; ``tracer.interpreters``), then the primitives (``lax``), then the NumPy API
+and the public transformations. ``lax`` imports this package first, so ``import lax``
+before ``import tracer`` runs the same order (lax/__init__.py).
 """
 from tracer.config import config
 from tracer import dtypes
@@ -11,28 +13,17 @@ from tracer.errors import (ConcretizationTypeError, TracerArrayConversionError,
                            TracerBoolConversionError, TracerIntegerConversionError,
                            UnexpectedTracerError)
 from tracer import tree_util
-def _finish_init():
-    """Import the layers above lax. Runs now, or — when ``import lax`` came first and is
-    still executing — at the end of lax/__init__.py."""
-    global numpy, random, nn
-    import tracer.numpy as numpy
-    from tracer import api
-    for name in ("block_until_ready", "device_get", "device_put", "eval_shape", "grad",
-                 "hessian", "jacfwd", "jacrev", "jit", "jvp", "linearize", "make_jaxpr",
-                 "value_and_grad", "vjp", "vmap"):
-        globals()[name] = getattr(api, name)
-    import tracer.random as random
-    # ``from tracer import lax`` / ``import tracer.lax``, as JAX users write it.
-    import sys
-    globals()["lax"] = sys.modules["lax"]
-    sys.modules.setdefault("tracer.lax", sys.modules["lax"])
-    from tracer import _exports
-    _exports.install(globals())
-
-
-import lax as _lax  # noqa: E402  (registers the primitives' rules)
-
-if getattr(_lax, "_initialized", False) and "grad" not in globals():
-    _finish_init()
+import lax  # (the primitives and their rules; see lax/__init__.py)
+import tracer.numpy as numpy
+from tracer import api
+from tracer.api import (block_until_ready, device_get, device_put, eval_shape,
+                        grad, hessian, jacfwd, jacrev, jit, jvp, linearize, make_jaxpr,
+                        value_and_grad, vjp, vmap)
+import tracer.random as random
+# ``from tracer import lax`` / ``import tracer.lax``, as JAX users write it.
+import sys as _sys
+_sys.modules.setdefault("tracer.lax", lax)
+from tracer import _exports  # noqa: E402
+_exports.install(globals())
 
 __version__ = "0.1.0"

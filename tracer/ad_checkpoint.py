@@ -383,19 +383,3 @@ pe.custom_staging_rules[checkpoint_p] = _stage
 pe.partial_eval_rules[checkpoint_p] = _checkpoint_partial_eval
 pe.partial_eval_jaxpr_rules[checkpoint_p] = _checkpoint_partial_eval_jaxpr
 pe.dce_rules[checkpoint_p] = _call_dce
-
-
-def _register_inline_rules():
-    # Under jit the checkpointed function is spliced into its caller: rematerialization is
-    # decided by partial evaluation, before lowering. (The compiler's CSE may then merge a
-    # recomputed value with the original: faster, without the memory saving.)
-    try:
-        from lowering import passes
-    except ImportError:
-        return
-    passes.inline_rules[checkpoint_p] = lambda eqn: eqn.params["jaxpr"]
-    passes.inline_rules[name_p] = lambda eqn: ClosedJaxpr(
-        Jaxpr([], [v := Var(eqn.outvars[0].aval)], [], [v]), [])
-
-
-_register_inline_rules()

@@ -39,7 +39,7 @@ from tracer.interpreters import ad, batching
 from tracer.interpreters import partial_eval as pe
 from tracer.interpreters.ad import Zero, trace_to_call_jaxpr
 from tracer.interpreters.call import closed_call_p
-from tracer.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Var, eval_jaxpr
+from tracer.jaxpr import ClosedJaxpr, JaxprEqn, eval_jaxpr
 from tracer.pytree import (flatten_fun, keystr, tree_flatten, tree_flatten_with_path,
                            tree_unflatten)
 
@@ -1065,28 +1065,6 @@ def closure_convert(fun: Callable, *example_args):
 
     return converted, list(hoisted)
 
-
-# ------------------------------------ compilation ---------------------------------------
-# Under jit the compiler splices the primal function of a custom_jvp/custom_vjp call in
-# place of the equation (the rules only matter to differentiation, which happens before
-# lowering), and stop_gradient is the identity.
-
-def _identity_jaxpr(eqn):
-    v = Var(eqn.outvars[0].aval)
-    return ClosedJaxpr(Jaxpr([], [v], [], [v]), [])
-
-
-def _register_inline_rules():
-    try:
-        from lowering import passes
-    except ImportError:  # the compiler is optional to everything above
-        return
-    passes.inline_rules[custom_jvp_call_p] = lambda eqn: eqn.params["call_jaxpr"]
-    passes.inline_rules[custom_vjp_call_p] = lambda eqn: eqn.params["call_jaxpr"]
-    passes.inline_rules[ad.stop_gradient_p] = _identity_jaxpr
-
-
-_register_inline_rules()
 
 # Re-exported here so that ``tracer.custom_derivatives`` holds the whole derivative API.
 from tracer.ad_checkpoint import checkpoint, checkpoint_name, checkpoint_policies, remat  # noqa: E402,F401

@@ -10,6 +10,9 @@ import operator
 import numpy as np
 
 import lax
+# the primitives bound at import come from their family module: when ``import lax``
+# comes first, this module is imported while the ``lax`` package is still empty
+from lax import elementwise as lax_ew
 from tracer import dtypes
 from tracer.core import get_aval
 from tracer.numpy.util import (as_operand, check_arraylike, promote_args,
@@ -46,17 +49,17 @@ def _add_or(x, y):
 
 _add_or.__name__ = "add"
 add = _binary(_add_or, name="add")
-subtract = _binary(lax.sub, name="subtract")
-multiply = _binary(lax.mul, name="multiply")
-maximum = _binary(lax.max, name="maximum")
-minimum = _binary(lax.min, name="minimum")
-equal = _binary(lax.eq, name="equal")
-not_equal = _binary(lax.ne, name="not_equal")
-less = _binary(lax.lt, name="less")
-less_equal = _binary(lax.le, name="less_equal")
-greater = _binary(lax.gt, name="greater")
-greater_equal = _binary(lax.ge, name="greater_equal")
-arctan2 = _binary(lax.atan2, inexact=True, name="arctan2")
+subtract = _binary(lax_ew.sub, name="subtract")
+multiply = _binary(lax_ew.mul, name="multiply")
+maximum = _binary(lax_ew.max, name="maximum")
+minimum = _binary(lax_ew.min, name="minimum")
+equal = _binary(lax_ew.eq, name="equal")
+not_equal = _binary(lax_ew.ne, name="not_equal")
+less = _binary(lax_ew.lt, name="less")
+less_equal = _binary(lax_ew.le, name="less_equal")
+greater = _binary(lax_ew.gt, name="greater")
+greater_equal = _binary(lax_ew.ge, name="greater_equal")
+arctan2 = _binary(lax_ew.atan2, inexact=True, name="arctan2")
 atan2 = arctan2
 
 
@@ -72,9 +75,9 @@ def _bool_binary(lax_fn, name):
     return f
 
 
-bitwise_and = _bool_binary(lax.bitwise_and, "bitwise_and")
-bitwise_or = _bool_binary(lax.bitwise_or, "bitwise_or")
-bitwise_xor = _bool_binary(lax.bitwise_xor, "bitwise_xor")
+bitwise_and = _bool_binary(lax_ew.bitwise_and, "bitwise_and")
+bitwise_or = _bool_binary(lax_ew.bitwise_or, "bitwise_or")
+bitwise_xor = _bool_binary(lax_ew.bitwise_xor, "bitwise_xor")
 def _int_shift_args(name, x1, x2):
     a, b = promote_args(name, x1, x2)
     if _dt(a) == np.bool_:
@@ -321,8 +324,8 @@ def sign(x, /):
     return lax.sign(x)
 
 
-exp = _unary(lax.exp, True, "exp")
-exp2 = _unary(lax.exp2, True, "exp2")
+exp = _unary(lax_ew.exp, True, "exp")
+exp2 = _unary(lax_ew.exp2, True, "exp2")
 
 
 def expm1(x, /):
@@ -348,14 +351,14 @@ def expm1(x, /):
                    lax.sub(lax.exp(x), _c(x, 1)))
 
 
-log = _unary(lax.log, True, "log")
-log1p = _unary(lax.log1p, True, "log1p")
-sqrt = _unary(lax.sqrt, True, "sqrt")
-cbrt = _unary(lax.cbrt, True, "cbrt")
-sin = _unary(lax.sin, True, "sin")
-cos = _unary(lax.cos, True, "cos")
-tan = _unary(lax.tan, True, "tan")
-tanh = _unary(lax.tanh, True, "tanh")
+log = _unary(lax_ew.log, True, "log")
+log1p = _unary(lax_ew.log1p, True, "log1p")
+sqrt = _unary(lax_ew.sqrt, True, "sqrt")
+cbrt = _unary(lax_ew.cbrt, True, "cbrt")
+sin = _unary(lax_ew.sin, True, "sin")
+cos = _unary(lax_ew.cos, True, "cos")
+tan = _unary(lax_ew.tan, True, "tan")
+tanh = _unary(lax_ew.tanh, True, "tanh")
 
 
 def log2(x, /):

@@ -1,0 +1,229 @@
+"""The one-way layering of the packages (DESIGN.md section 2):
+
+    tracer core (core, jaxpr, dtypes, pytree, ...) -> tracer.interpreters -> lax
+      -> lowering -> numba_backend
+
+with tracer's public face (``tracer.api``, ``tracer.numpy``, ``tracer.nn``,
+``tracer.scipy``, ``tracer.random``) importing everything above. These tests read the
+sources (every import, at the top of a module or lazily inside a function, and every
+``importlib.import_module``/``__import__`` of a constant name) and fail on a crossing:
+
+- no module of ``tracer/`` imports ``lowering`` or ``numba_backend``, except
+  ``tracer/_jit_backend.py``, the jit bridge (which imports them lazily, on the first jit);
+- no module of ``lax/`` imports ``lowering``, ``numba_backend``, tracer's public face or
+  the jit bridge;
+- no module of ``lowering/`` or ``numba_backend/`` imports tracer's public face.
+
+The import order is one way whichever package comes first: ``lax/__init__.py`` starts by
+importing ``tracer``, whose ``__init__`` imports the core, ``lax`` and then the public
+face. When ``import lax`` comes first, the public face is imported while the ``lax``
+package is still empty, so no module of ``tracer/`` reads ``lax.<name>`` at import (it
+imports the family module instead); a subprocess per import order checks the result.
+
+(tests/lowering/test_layering.py checks, besides, that lowering imports no Numba.)
+"""
+import ast
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PUBLIC_FACE = ("tracer.api", "tracer.numpy", "tracer.nn", "tracer.scipy", "tracer.random")
+COMPILER = ("lowering", "numba_backend")
+JIT_BRIDGE = "tracer/_jit_backend.py"
+
+
+def imported_modules(src: str, filename: str = "<src>"):
+    """(line, dotted module name) of every import in ``src``: ``import a.b`` gives a.b;
+    ``from a import b`` gives a and a.b (b may be a submodule); a call of
+    ``importlib.import_module``/``__import__`` with a constant string gives that name."""
+    for node in ast.walk(ast.parse(src, filename)):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module:
+                yield node.lineno, node.module
+                for a in node.names:
+                    yield node.lineno, f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Call) and node.args:
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", None)
+            arg = node.args[0]
+            if (name in ("import_module", "__import__") and isinstance(arg, ast.Constant)
+                    and isinstance(arg.value, str)):
+                yield node.lineno, arg.value
+
+
+def _within(module: str, packages) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def crossings(path: pathlib.Path, forbidden) -> list:
+    rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+    return sorted({f"{rel}:{line}: imports {m}"
+                   for line, m in imported_modules(path.read_text(), str(path))
+                   if _within(m, forbidden)})
+
+
+def _modules(package: str):
+    files = sorted((ROOT / package).rglob("*.py"))
+    assert len(files) > 5, (package, files)
+    return files
+
+
+def test_tracer_imports_the_compiler_only_through_the_jit_bridge():
+    bridge = ROOT / JIT_BRIDGE
+    bad = [c for f in _modules("tracer") if f != bridge for c in crossings(f, COMPILER)]
+    assert not bad, ("only tracer/_jit_backend.py may import lowering/numba_backend:\n"
+                     + "\n".join(bad))
+    # the bridge is what jit uses (so the exception above is not stale)
+    assert crossings(bridge, ("lowering.pipeline",)), crossings(bridge, COMPILER)
+
+
+def test_lax_imports_neither_the_compiler_nor_the_public_face():
+    forbidden = COMPILER + PUBLIC_FACE + ("tracer._jit_backend",)
+    bad = [c for f in _modules("lax") for c in crossings(f, forbidden)]
+    assert not bad, "lax/ sits below lowering and tracer's public face:\n" + "\n".join(bad)
+
+
+def test_the_compiler_imports_no_public_face():
+    bad = [c for pkg in COMPILER for f in _modules(pkg) for c in crossings(f, PUBLIC_FACE)]
+    assert not bad, "lowering/ and numba_backend/ sit below tracer.api/numpy:\n" + "\n".join(bad)
+
+
+def test_the_scan_catches_every_form_of_import(tmp_path):
+    p = tmp_path / "bad.py"
+    p.write_text("import os\n"
+                 "from tracer import numpy as tnp\n"          # 2: a submodule by from
+                 "def f():\n"
+                 "    from lowering import passes\n"          # 4: lazy
+                 "    import numba_backend.executor\n"        # 5
+                 "    importlib.import_module('tracer.api')\n"  # 6: by name
+                 "    __import__('lowering.ir')\n"            # 7
+                 "from tracer import dtypes\n"                 # 8: allowed
+                 "# from lowering import passes\n"            # a comment: allowed
+                 "s = 'lowering'\n")                          # a plain string: allowed
+    got = crossings(p, COMPILER + PUBLIC_FACE)
+    assert got == ["bad.py:2: imports tracer.numpy", "bad.py:4: imports lowering",
+                   "bad.py:4: imports lowering.passes", "bad.py:5: imports numba_backend.executor",
+                   "bad.py:6: imports tracer.api", "bad.py:7: imports lowering.ir"], got
+    p.write_text("from tracer.numpyish import x\nimport loweringx\n")
+    assert crossings(p, COMPILER + PUBLIC_FACE) == []
+
+
+def test_import_tracer_loads_no_compiler():
+    # the compiler is loaded by the first jit, not by ``import tracer``
+    code = ("import sys, tracer, tracer.numpy, lax\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('lowering', 'numba_backend', 'numba')))\n")
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.strip() == "[]", res.stdout
+
+
+class _ImportTimeLaxReads(ast.NodeVisitor):
+    """``lax.<name>`` read when the module is imported (outside any function body)."""
+
+    def __init__(self):
+        self.hits = []
+        self.depth = 0
+
+    def visit_FunctionDef(self, node):
+        for d in node.decorator_list + node.args.defaults + [
+                d for d in node.args.kw_defaults if d is not None]:
+            self.visit(d)
+        self.depth += 1
+        for b in node.body:
+            self.visit(b)
+        self.depth -= 1
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node):
+        for d in node.args.defaults:
+            self.visit(d)
+        self.depth += 1
+        self.visit(node.body)
+        self.depth -= 1
+
+    def visit_Attribute(self, node):
+        if self.depth == 0 and isinstance(node.value, ast.Name) and node.value.id == "lax":
+            self.hits.append(f"{node.lineno}: lax.{node.attr}")
+        self.generic_visit(node)
+
+
+def import_time_lax_reads(src: str) -> list:
+    v = _ImportTimeLaxReads()
+    v.visit(ast.parse(src))
+    return v.hits
+
+
+def test_tracer_reads_no_lax_attribute_at_import():
+    bad = [f"{f.relative_to(ROOT).as_posix()}:{h}" for f in _modules("tracer")
+           for h in import_time_lax_reads(f.read_text())]
+    assert not bad, ("read these through their family module (``from lax import "
+                     "elementwise``): with ``import lax`` first the package is still empty "
+                     "here:\n" + "\n".join(bad))
+
+
+def test_the_import_time_scan():
+    src = ("import lax\n"
+           "sub = lax.sub\n"                                   # 2
+           "@deco(lax.max)\n"                                  # 3
+           "def f(x, y=lax.min):\n"                            # 4
+           "    return lax.add(x, y)\n"                        # inside: fine
+           "g = lambda x: lax.neg(x)\n"                        # inside: fine
+           "table = [lax.exp(v) for v in ()]\n"                # 7: a comprehension runs now
+           "class C:\n    op = lax.mul\n"                     # 9: a class body runs now
+           "    def m(self):\n        return lax.div\n")
+    assert import_time_lax_reads(src) == ["2: lax.sub", "3: lax.max", "4: lax.min",
+                                          "7: lax.exp", "9: lax.mul"]
+
+
+_ORDERS = ["import tracer", "import lax", "from tracer import lax", "import tracer.lax",
+           "import tracer.numpy as tnp", "from lax.control_flow import scan",
+           "import tracer.core", "from tracer.interpreters import ad",
+           "import lowering.pipeline"]
+
+_AFTER = """
+import json, sys
+import numpy as np
+import lax, tracer
+import tracer.numpy as tnp
+from tracer import lax as tlax
+import tracer.lax
+assert tlax is lax and tracer.lax is lax and sys.modules["tracer.lax"] is lax
+assert tracer.numpy is tnp
+y = tracer.grad(lambda x: tnp.sum(lax.sin(x) * 2.0))(np.ones(3))
+np.testing.assert_allclose(np.asarray(y), 2.0 * np.cos(np.ones(3)), rtol=1e-15)
+print(json.dumps({"tracer": sorted(dir(tracer)), "lax": sorted(dir(lax)),
+                  "tnp": sorted(dir(tnp))}))
+"""
+
+
+def _names_after(first: str) -> dict:
+    res = subprocess.run([sys.executable, "-c", first + "\n" + _AFTER], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, (first, res.stderr[-3000:])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def names_after_import_tracer():
+    return _names_after("import tracer")
+
+
+@pytest.mark.parametrize("first", _ORDERS[1:])
+def test_every_import_order_gives_the_same_packages(first, names_after_import_tracer):
+    # a fresh process per order; the same public names whichever package comes first
+    names = _names_after(first)
+    for pkg in ("tracer", "lax", "tnp"):
+        assert names[pkg] == names_after_import_tracer[pkg], (
+            first, pkg, set(names[pkg]) ^ set(names_after_import_tracer[pkg]))
+    assert {"grad", "jit", "vmap", "numpy", "random", "nn", "scipy", "lax",
+            "custom_jvp"} <= set(names["tracer"])
