@@ -82,3 +82,32 @@ def test_jit_outputs_never_alias_a_callers_writable_array():
 def test_jit_python_int_out_of_range_names_the_value_and_the_fix():
     with pytest.raises(OverflowError, match=r"9223372036854775808 is out of range for int64.*uint64"):
         tracer.jit(lambda x: x + 1)(2 ** 63)
+    # in arithmetic too, eager and traced (JAX raises; a wrap would be silent)
+    for f in (lambda x: x + 2 ** 63, lambda x: x * -2 ** 64):
+        with pytest.raises(OverflowError, match="out of range for int64"):
+            f(tnp.asarray(np.int64(1)))
+        with pytest.raises(OverflowError, match="out of range for int64"):
+            tracer.jit(f)(np.int64(1))
+    # a Python int that fits int64 converts to the other operand's dtype, wrapping as
+    # in JAX and NumPy's casts
+    np.testing.assert_array_equal(np.asarray(tnp.ones(2, tnp.int8) + 300), [45, 45])
+    assert int(tnp.asarray(np.int64(1)) + (2 ** 63 - 2)) == 2 ** 63 - 1
+
+
+def test_a_lowering_bug_is_logged_and_the_program_runs_on_numpy(monkeypatch, caplog):
+    """Outside strict mode (the tests' default), a lowering rule that raises is reported
+    as a bug and the jitted function still gives the eager answer."""
+    from numba_backend import executor
+    from tracer import _jit_backend
+
+    def broken(closed):
+        raise RuntimeError("a rule's bug")
+
+    monkeypatch.setattr(executor, "STRICT", False)
+    monkeypatch.setattr(_jit_backend, "_lower_program", broken)
+    f = lambda x: tnp.sin(x) * 3.0 + 0.5
+    x = np.linspace(-1, 1, 5)
+    with caplog.at_level("WARNING", logger="tracer"):
+        out = tracer.jit(f)(x)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(f(x)))
+    assert "lowering" in caplog.text and "a rule's bug" in caplog.text

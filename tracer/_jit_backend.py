@@ -38,14 +38,40 @@ def get_executable(closed: ClosedJaxpr, name: str):
         return hit[1]
     from numba_backend import executor
     t0 = time.perf_counter()
-    program = _lower_program(closed)
-    ex = executor.compile_program(program, name)
+    try:
+        program = _lower_program(closed)
+    except Exception as e:
+        if executor.STRICT:
+            raise
+        # a lowering rule's bug: the program still runs, through the NumPy impls
+        logger.warning("tracer: lowering %s failed (%s: %s); it runs through the NumPy "
+                       "impls. This is a bug in tracer's compiler; please report it.",
+                       name, type(e).__name__, e)
+        ex = _NumPyOnly(closed)
+    else:
+        ex = executor.compile_program(program, name)
     if config.log_compiles:
         logger.warning("Lowered jit(%s) in %.1f ms", name, (time.perf_counter() - t0) * 1e3)
     _executables[key] = (closed, ex)
     if len(_executables) > _MAX_EXECUTABLES:
         _executables.popitem(last=False)
     return ex
+
+
+class _NumPyOnly:
+    """The executable of a program that could not be lowered: the NumPy tier only."""
+
+    state = "failed"
+
+    def __init__(self, closed: ClosedJaxpr):
+        self.closed = closed
+
+    def __call__(self, args):
+        from numba_backend.executor import eval_numpy
+        return eval_numpy(self.closed.jaxpr, self.closed.consts, args)
+
+    def wait(self):
+        pass
 
 
 def run(closed: ClosedJaxpr, args, name: str):
