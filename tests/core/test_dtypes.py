@@ -118,8 +118,8 @@ def test_python_ints_wrap_to_the_array_dtype():
     np.testing.assert_array_equal(np.asarray(tnp.ones(2, np.uint8) + (-1)), [0, 0])
     np.testing.assert_array_equal(np.asarray(lax.add(tnp.ones(2, np.int32), 2**40)), [1, 1])
     assert (tnp.ones(2, np.int8) + 300).dtype == np.int8
-    with pytest.raises(OverflowError, match="2361183241434822606848 is out of range for int64"):
-        tnp.ones(2, np.int32) + 2**71
+    with pytest.raises(OverflowError, match="too large"):
+        tnp.ones(2, np.int32) + 2**70
     np.testing.assert_array_equal(np.asarray(tnp.ones(2, np.float16) * 1e6), [np.inf, np.inf])
 
 

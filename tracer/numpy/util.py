@@ -59,7 +59,8 @@ def _convert(a, dt, weak):
         # A Python scalar becomes a constant of the promoted type directly. A Python int
         # must fit its own (weak) dtype first, as in JAX: int8 + 300 wraps, but
         # int64 + 2**63 is an OverflowError, not a silent wrap.
-        dtypes.check_int_fits(a, dtypes.dtype_and_weak_type(a)[0], "tracer.numpy")
+        if type(a) is int and -2 ** 63 <= a < 2 ** 64:    # (wider: scalar_to_dtype says)
+            dtypes.check_int_fits(a, dtypes.dtype_and_weak_type(a)[0], "tracer.numpy")
         return Array(dtypes.scalar_to_dtype(a, dt), weak)
     aval = get_aval(a)
     if aval.dtype == dt and aval.weak_type == weak:
