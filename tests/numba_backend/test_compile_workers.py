@@ -118,6 +118,7 @@ def test_compiles_pending_at_exit_reach_the_cache(tmp_path):
     run loads it instead of compiling, and neither run waits for the compile to exit."""
     env = dict(os.environ, TRACER_CACHE_DIR=str(tmp_path), TRACER_JIT_COMPILE="async",
                PYTHONPATH=ROOT)
+    env.pop("NUMBA_CACHE_DIR", None)     # Numba's cache beside the kernels, looked at below
     run = lambda: subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=ROOT,
                                  capture_output=True, text=True, timeout=600)
     first = run()
