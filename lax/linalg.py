@@ -4,7 +4,9 @@ Decompositions (cholesky, triangular_solve, lu, qr, eigh, svd) are added to this
 by their own work item."""
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 import operator
 
 import numpy as np
@@ -13,7 +15,7 @@ from tracer import dtypes
 from tracer.core import Primitive, ShapedArray, get_aval
 from tracer.interpreters import ad, batching
 from tracer.interpreters.ad import Zero
-from lax.utils import _any, _bool, check_dtype, promote_weak_scalars
+from lax.utils import _any, _bool, check_dtype, np_errstate, promote_weak_scalars
 from lax import shapes
 
 DotDimensionNumbers = tuple  # ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))
@@ -90,25 +92,40 @@ def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, precision,
     return ShapedArray(shape, dt, lhs.weak_type and rhs.weak_type)
 
 
-def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
+@functools.lru_cache(maxsize=4096)
+def _dot_general_plan(lshape, rshape, ldt, out_dt, dimension_numbers):
+    """The transposes and shapes of one dot_general as a batched matmul, cached by shapes:
+    loops on the NumPy tier call the same dot thousands of times."""
     (lc, rc), (lb, rb) = dimension_numbers
+    lfree = [i for i in range(len(lshape)) if i not in lc and i not in lb]
+    rfree = [i for i in range(len(rshape)) if i not in rc and i not in rb]
+    B = math.prod(lshape[i] for i in lb)
+    M = math.prod(lshape[i] for i in lfree)
+    N = math.prod(rshape[i] for i in rfree)
+    K = math.prod(lshape[i] for i in lc)
+    lperm = tuple(lb) + tuple(lfree) + tuple(lc)
+    rperm = tuple(rb) + tuple(rc) + tuple(rfree)
+    shape = tuple(lshape[i] for i in lb) + tuple(lshape[i] for i in lfree) + \
+        tuple(rshape[i] for i in rfree)
+    compute_dt = out_dt if dtypes.promote_types(ldt, out_dt) == out_dt else ldt
+    return lperm, (B, M, K), rperm, (B, K, N), shape, compute_dt
+
+
+def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
     out_dt = lhs.dtype if preferred_element_type is None else np.dtype(preferred_element_type)
-    lfree = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
-    rfree = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
-    B = int(np.prod([lhs.shape[i] for i in lb], dtype=np.int64))
-    M = int(np.prod([lhs.shape[i] for i in lfree], dtype=np.int64))
-    N = int(np.prod([rhs.shape[i] for i in rfree], dtype=np.int64))
-    K = int(np.prod([lhs.shape[i] for i in lc], dtype=np.int64))
-    a = np.transpose(lhs, list(lb) + lfree + list(lc)).reshape(B, M, K)
-    b = np.transpose(rhs, list(rb) + list(rc) + rfree).reshape(B, K, N)
+    try:
+        plan = _dot_general_plan(lhs.shape, rhs.shape, lhs.dtype, out_dt, dimension_numbers)
+    except TypeError:   # dimension numbers given as lists (a rule that built its own)
+        (lc, rc), (lb, rb) = dimension_numbers
+        dn = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+        plan = _dot_general_plan(lhs.shape, rhs.shape, lhs.dtype, out_dt, dn)
+    lperm, lshape3, rperm, rshape3, shape, compute_dt = plan
+    a = lhs.transpose(lperm).reshape(lshape3)
+    b = rhs.transpose(rperm).reshape(rshape3)
     if lhs.dtype == np.bool_:
         out = (a.astype(np.int64) @ b.astype(np.int64)) > 0
     else:
-        compute_dt = out_dt if dtypes.promote_types(lhs.dtype, out_dt) == out_dt else lhs.dtype
-        with np.errstate(all="ignore"):
-            out = np.matmul(a.astype(compute_dt, copy=False), b.astype(compute_dt, copy=False))
-    shape = tuple(lhs.shape[i] for i in lb) + tuple(lhs.shape[i] for i in lfree) + \
-        tuple(rhs.shape[i] for i in rfree)
+        out = np.matmul(a.astype(compute_dt, copy=False), b.astype(compute_dt, copy=False))
     return out.reshape(shape).astype(out_dt, copy=False)
 
 
@@ -218,7 +235,7 @@ def _dot_general_batch(axis_data, vals, dims, *, dimension_numbers, precision,
 
 dot_general_p = Primitive("dot_general")
 dot_general_p.def_abstract_eval(_dot_general_abstract_eval)
-dot_general_p.def_impl(_dot_general_impl)
+dot_general_p.def_impl(np_errstate(_dot_general_impl))
 ad.primitive_jvps[dot_general_p] = _dot_general_jvp
 ad.primitive_transposes[dot_general_p] = _dot_general_transpose
 batching.primitive_batchers[dot_general_p] = _dot_general_batch

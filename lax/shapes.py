@@ -5,6 +5,7 @@ index_in_dim, tile...)."""
 from __future__ import annotations
 
 import builtins
+import math
 import operator
 
 import numpy as np
@@ -66,7 +67,13 @@ def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
     expanded = [1] * len(shape)
     for i, d in enumerate(broadcast_dimensions):
         expanded[d] = x.shape[i]
-    return np.broadcast_to(x.reshape(expanded), shape)
+    x = x.reshape(expanded)
+    if math.prod(shape) <= 1024:
+        # a small result is cheaper to fill than np.broadcast_to's view is to build
+        out = np.empty(shape, x.dtype)
+        out[...] = x
+        return out
+    return np.broadcast_to(x, shape)
 
 
 def _broadcast_in_dim_transpose(cts, x, *, shape, broadcast_dimensions):

@@ -191,4 +191,6 @@ def np_errstate(fn):
             return fn(*args, **kw)
 
     wrapped.__name__ = getattr(fn, "__name__", "impl")
+    # eval_jaxpr_impls enters errstate once per jaxpr and calls the impl itself
+    wrapped.impl_without_errstate = fn
     return wrapped

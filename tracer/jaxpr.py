@@ -62,13 +62,14 @@ class JaxprEqn(NamedTuple):
 
 
 class Jaxpr:
-    __slots__ = ("constvars", "invars", "eqns", "outvars")
+    __slots__ = ("constvars", "invars", "eqns", "outvars", "_impl_plan")
 
     def __init__(self, constvars, invars, eqns, outvars):
         self.constvars = list(constvars)
         self.invars = list(invars)
         self.eqns = list(eqns)
         self.outvars = list(outvars)
+        self._impl_plan = None
 
     @property
     def in_avals(self):
@@ -144,35 +145,80 @@ def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
     return [read(v) for v in jaxpr.outvars]
 
 
+def _impl_plan(jaxpr: Jaxpr):
+    """``jaxpr`` as a flat list of steps over numbered slots, built once per jaxpr: loop
+    bodies on the NumPy tier run thousands of times, and a dict lookup per variable and a
+    dispatch on its type per output are most of their cost."""
+    plan = jaxpr._impl_plan
+    if plan is not None and plan[0] is jaxpr.eqns and plan[1] == len(jaxpr.eqns):
+        return plan[2]
+    slot: dict = {}
+    literals: list = []
+
+    def ref(a):
+        # a literal is a negative index into ``literals``; a variable its slot number
+        if type(a) is Literal:
+            literals.append(np.asarray(a.val))
+            return -len(literals)
+        return slot[a]
+
+    for v in list(jaxpr.constvars) + list(jaxpr.invars):
+        slot[v] = len(slot)
+    steps = []
+    for eqn in jaxpr.eqns:
+        ins = tuple(ref(a) for a in eqn.invars)
+        outs = []
+        for v in eqn.outvars:
+            slot[v] = len(slot)
+            aval = v.aval
+            outs.append((slot[v], aval.dtype if isinstance(aval, ShapedArray) else None))
+        impl = eqn.primitive.impl
+        impl = getattr(impl, "impl_without_errstate", impl)
+        steps.append((impl, ins, eqn.params, eqn.primitive.multiple_results,
+                      tuple(outs)))
+    results = tuple(ref(a) for a in jaxpr.outvars)
+    plan = (len(jaxpr.constvars), len(slot), literals, steps, results)
+    jaxpr._impl_plan = (jaxpr.eqns, len(jaxpr.eqns), plan)
+    return plan
+
+
 def eval_jaxpr_impls(jaxpr: Jaxpr, consts, args) -> list:
     """Interpret ``jaxpr`` on NumPy values by calling each primitive's impl directly: the
     eager reference without the trace machinery (no ``bind``), a few microseconds per
     equation. Control-flow impls run their bodies this way, and so does jit's NumPy tier.
     Results are cast to the equations' avals exactly as eager evaluation casts them.
     Call it on a fresh trace stack (``core.new_base_main``): impls may bind internally."""
-    env: dict = {}
-    for v, c in zip(jaxpr.constvars, consts):
-        env[v] = np.asarray(c)
-    for v, a in zip(jaxpr.invars, args):
-        env[v] = a
+    nconst, nslots, literals, steps, results = _impl_plan(jaxpr)
+    env = [None] * nslots
+    for i, c in enumerate(consts):
+        env[i] = np.asarray(c)
+    for i, a in enumerate(args):
+        env[nconst + i] = a
+    # literals sit at the end, reached by negative indices
+    env.extend(reversed(literals))
+    with np.errstate(all="ignore"):
+        _run_plan(env, steps)
+    return [env[i] for i in results]
 
-    def read(a):
-        return np.asarray(a.val) if type(a) is Literal else env[a]
 
-    for eqn in jaxpr.eqns:
-        outs = eqn.primitive.impl(*[read(a) for a in eqn.invars], **eqn.params)
-        if not eqn.primitive.multiple_results:
-            outs = [outs]
-        for v, o in zip(eqn.outvars, outs):
-            aval = v.aval
-            if not isinstance(aval, ShapedArray):     # tokens pass as they are
-                env[v] = o
-                continue
-            o = np.asarray(o)
-            if o.dtype != aval.dtype:
-                o = o.astype(aval.dtype)
-            env[v] = o
-    return [read(a) for a in jaxpr.outvars]
+def _run_plan(env, steps):
+    asarray = np.asarray
+    for impl, ins, params, multiple, outs in steps:
+        o = impl(*[env[i] for i in ins], **params)
+        if not multiple:
+            k, dt = outs[0]
+            if dt is not None:
+                o = asarray(o)
+                if o.dtype != dt:
+                    o = o.astype(dt)
+            env[k] = o
+            continue
+        for (k, dt), o in zip(outs, o):
+            if dt is not None:
+                o = asarray(o)
+                if o.dtype != dt:
+                    o = o.astype(dt)
+            env[k] = o
 
 
 def jaxpr_as_fun(closed: ClosedJaxpr):
