@@ -567,7 +567,7 @@ def _div_impl(x, y):
     with np.errstate(all="ignore"):
         if dtypes.is_integer(x.dtype):
             return _int_div(x, y)
-        return np.true_divide(x, y).astype(x.dtype)
+        return np.true_divide(x, y).astype(x.dtype, copy=False)
 
 
 def div(x, y):

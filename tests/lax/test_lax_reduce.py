@@ -130,3 +130,24 @@ def test_computation_with_non_elementwise_primitives():
     np.testing.assert_array_equal(np.asarray(lax.reduce(x, 0.0, comp, (1,))), [3.0, 12.0])
     g = tracer.grad(lambda x: lax.reduce(x, 0.0, comp, (0, 1)))(x)
     np.testing.assert_array_equal(np.asarray(g), np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("is_max", [True, False])
+def test_float_max_min_fast_path_equals_the_total_order_reduction(dtype, is_max):
+    # The NumPy impl reduces with NumPy's max/min and falls back to integer keys only
+    # where the extreme is a zero: its bits must be the total-order reduction's.
+    from lax import reductions
+    nan, inf = np.nan, np.inf
+    rows = [[1.0, 2.0, 2.0, -3.0], [0.0, -0.0, -1.0, -2.0], [-0.0, -0.0, -1.0, -5.0],
+            [-nan, 1.0, nan, 2.0], [-inf, -inf, -inf, -inf], [inf, 3.0, -inf, 0.0],
+            [-0.0, 0.0, 0.0, -0.0], [5.0, 5.0, 5.0, 5.0]]
+    x = np.array(rows, dtype)
+    for sub in (x, x[[0, 3, 4, 5, 7]], x[:0], x.T):
+        for axes in ((0,), (1,), (0, 1)):
+            if sub.size == 0 and axes != (1,):
+                continue
+            want = reductions._float_minmax(sub, axes, is_max)
+            got = (reductions._max_impl if is_max else reductions._min_impl)(sub, axes=axes)
+            it = np.dtype(f"u{np.dtype(dtype).itemsize}")
+            np.testing.assert_array_equal(np.asarray(got).view(it), np.asarray(want).view(it))
