@@ -13,8 +13,15 @@ When the program ends, its end of the pipe closes: the worker finishes the jobs 
 already received (within ``TRACER_COMPILE_AFTER_EXIT_S`` seconds, default 120), so that
 the next run finds them in the cache, and exits. Replies that no one reads are dropped.
 
+A job may instead carry ``"library"``: a library call (kind, params and operand avals,
+pickled) that the worker runs once on zeros of those avals, so that the Numba kernels of
+``numba_backend.library`` that it uses compile into the disk cache before the program
+switches to its compiled tier (they are fixed ``cache=True`` functions, compiled per
+argument types on first use: seconds for a convolution).
+
 This module imports only NumPy, Numba and the generated modules (which import
-``numba_backend``'s njit helpers): never ``tracer``.
+``numba_backend``'s njit helpers); a library job imports ``numba_backend.library`` (and
+with it ``tracer``) when it runs.
 """
 from __future__ import annotations
 
@@ -67,8 +74,36 @@ def dispatcher(module, func: str, opts: dict):
     return numba.njit(**kw)(getattr(module, func))
 
 
+def library_job(kind: str, params: dict, in_avals) -> dict:
+    """The job that primes a library call's Numba kernels (``in_avals``: (shape, dtype)
+    pairs)."""
+    import base64
+    import pickle
+    payload = pickle.dumps((kind, params, [(tuple(s), str(d)) for s, d in in_avals]))
+    return {"library": base64.b64encode(payload).decode("ascii")}
+
+
+def _run_library(payload: str) -> None:
+    import base64
+    import pickle
+
+    import numpy as np
+    from numba_backend import library
+    kind, params, in_avals = pickle.loads(base64.b64decode(payload))
+    args = []
+    for shape, dtype in in_avals:
+        a = np.zeros(shape, dtype)
+        a.flags.writeable = False     # as the executor passes operands
+        args.append(a)
+    with np.errstate(all="ignore"):
+        library.impl(kind)(*args, **params)
+
+
 def run_job(job: dict) -> None:
     """Compile one job's function into the disk cache."""
+    if "library" in job:
+        _run_library(job["library"])
+        return
     mod = load_module(job["module"], job["path"])
     # a loop driver calls its kernels as module globals: give it their dispatchers
     for k in job.get("globals", ()):

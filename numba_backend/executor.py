@@ -33,6 +33,7 @@ import numpy as np
 
 from lowering.ir import HostStep, KernelStep, LibraryCall, Program
 from numba_backend import cache, codegen, library
+from numba_backend.compile_worker import library_job
 from numba_backend.workers import pool
 from tracer.config import config
 from tracer.core import Token, new_base_main
@@ -40,6 +41,9 @@ from tracer.jaxpr import eval_jaxpr_impls
 
 logger = logging.getLogger("tracer")
 STRICT = os.environ.get("TRACER_STRICT_LOWERING", "") not in ("", "0")
+# Library calls whose implementation compiles nothing (or has its own compile path).
+_UNPRIMED_KINDS = {"dot_general", "reshape_view", "scan", "while", "cond"}
+_PRIME_MAX_BYTES = 64 << 20
 
 
 class _Background:
@@ -121,6 +125,7 @@ class Executable:
         self._plan()
         self.state = "ready" if not self.handles else "pending"
         self._jobs = None    # [(kernel handle, Future of its compile worker's reply)]
+        self._primes = []    # Futures of the library calls' priming jobs (numba-backed)
         self._lock = threading.Lock()
 
     # -- planning: slots, per-step closures --
@@ -187,10 +192,34 @@ class Executable:
             if self._jobs is None:
                 self._jobs = [(h, pool.submit(h.job(False), h.serial))
                               for h in self.handles if not h.ready]
+                self._primes = [pool.submit(job, lambda: None) for job in self._library_jobs()]
                 # the loops' drivers compile meanwhile too, not only once this switches
                 from numba_backend.control_flow import runner_for
                 for spec in self._loops():
                     runner_for(spec).prefetch()
+
+    def _library_jobs(self) -> list:
+        """Worker jobs that run this program's Numba-backed library calls once (on zeros),
+        so that their kernels are in the disk cache when the program switches tiers: they
+        would otherwise compile in this process on the first compiled call. Operands
+        larger than ``_PRIME_MAX_BYTES`` in all are left to compile here."""
+        jobs, seen = [], set()
+        for s in self.program.steps:
+            if not isinstance(s, LibraryCall) or s.kind in _UNPRIMED_KINDS:
+                continue
+            nbytes = sum(int(np.prod(a.shape, dtype=np.int64)) * np.dtype(a.dtype).itemsize
+                         for a in s.in_avals)
+            if nbytes > _PRIME_MAX_BYTES:
+                continue
+            try:
+                job = library_job(s.kind, dict(s.params),
+                                  [(a.shape, np.dtype(a.dtype)) for a in s.in_avals])
+            except Exception:   # params that do not pickle: compiled here on first use
+                continue
+            if job["library"] not in seen:
+                seen.add(job["library"])
+                jobs.append(job)
+        return jobs
 
     def _loops(self) -> list:
         """The ControlFlowSpecs of this program's scan and while steps."""
@@ -233,7 +262,8 @@ class Executable:
         elif mode == "async" and self.state == "pending":
             if self._jobs is None and all(h.ready or h.on_disk() for h in self.handles):
                 self.ensure_compiled()           # loads from the disk cache: milliseconds
-            elif self._jobs is not None and all(f.done() for _, f in self._jobs):
+            elif self._jobs is not None and all(f.done() for _, f in self._jobs) and \
+                    all(f.done() for f in self._primes):
                 self._switch()
             else:
                 self._compile_in_background()
@@ -251,6 +281,8 @@ class Executable:
         jobs = self._jobs
         if jobs is not None:
             for _, f in jobs:
+                f.result()
+            for f in self._primes:
                 f.result()
             self._switch()
 

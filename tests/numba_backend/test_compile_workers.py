@@ -206,3 +206,40 @@ def test_a_cached_driver_loads_at_once_with_numba_cache_dir(tmp_path):
     assert second.returncode == 0, second.stderr
     assert second.stdout.splitlines()[0] == first.stdout.splitlines()[0]
     assert second.stdout.splitlines()[1] == "0", second.stdout
+
+
+LIBRARY_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import lax, tracer, tracer.numpy as tnp
+    def f(x, w):
+        y = lax.conv_general_dilated(x, w, (1, 1), "SAME")
+        return tnp.tanh(y) * 0.5 + 1.0
+    rng = np.random.default_rng(0)
+    x, w = rng.normal(size=(2, 3, 9, 9)), rng.normal(size=(4, 3, 3, 3))
+    jf = tracer.jit(f)
+    first = np.asarray(jf(x, w))                 # NumPy tier; the worker primes the conv
+    ex = tracer._jit_backend.get_executable(jf.trace(x, w).jaxpr, "f")
+    ex.wait()
+    assert ex.state == "ready", ex.state
+    second = np.asarray(jf(x, w))                # compiled tier
+    np.testing.assert_allclose(second, first, rtol=1e-12, atol=1e-12)
+    import numba
+    from numba_backend import conv_kernels as ck
+    disps = [v for v in vars(ck).values() if isinstance(v, numba.core.registry.CPUDispatcher)]
+    hits = sum(sum(d.stats.cache_hits.values()) for d in disps)
+    misses = sum(sum(d.stats.cache_misses.values()) for d in disps)
+    print(hits, misses)
+""")
+
+
+def test_library_kernels_compile_in_a_worker_before_the_switch(tmp_path):
+    """A convolution's Numba kernels (fixed cache=True functions) are compiled by a worker
+    running the call once on zeros: after the switch this process loads them from the
+    disk cache instead of compiling them (seconds) on its first compiled call."""
+    env = dict(os.environ, TRACER_CACHE_DIR=str(tmp_path / "t"), TRACER_JIT_COMPILE="async",
+               NUMBA_CACHE_DIR=str(tmp_path / "n"), PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", LIBRARY_SCRIPT], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    hits, misses = map(int, out.stdout.split()[-2:])
+    assert hits >= 1 and misses == 0, out.stdout
