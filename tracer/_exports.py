@@ -1,30 +1,25 @@
-"""Optional public names installed on the ``tracer`` package once everything is imported.
+"""Public names installed on the ``tracer`` package once everything is imported.
 
-Each family adds its public names here (``tracer.nn``, ``tracer.custom_jvp``...), guarded
-so that a module still under construction does not break ``import tracer``."""
+Each family adds its public names here (``tracer.nn``, ``tracer.custom_jvp``...). A module
+that fails to import, or lacks a listed name, fails ``import tracer`` with its own error."""
 from __future__ import annotations
 
 import importlib
 
 
 def install(ns: dict) -> None:
-    for modname, names in _OPTIONAL.items():
-        try:
-            mod = importlib.import_module(modname)
-        except ImportError:
-            continue
+    # Every module here is part of tracer: one that fails to import, or lacks a name, is
+    # a bug to show at ``import tracer``, not a public name to drop silently.
+    for modname, names in _EXPORTS.items():
+        mod = importlib.import_module(modname)
         for n in names:
-            if hasattr(mod, n):
-                ns[n] = getattr(mod, n)
+            ns[n] = getattr(mod, n)
     for modname, alias in _SUBMODULES.items():
-        try:
-            ns[alias] = importlib.import_module(modname)
-        except ImportError:
-            pass
+        ns[alias] = importlib.import_module(modname)
 
 
 # module -> names exported at the top level of ``tracer``
-_OPTIONAL = {
+_EXPORTS = {
     "tracer.custom_derivatives": ["custom_jvp", "custom_vjp", "checkpoint", "remat",
                                   "stop_gradient", "custom_gradient", "closure_convert",
                                   "checkpoint_policies"],
