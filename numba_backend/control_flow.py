@@ -7,15 +7,20 @@ function ``driver(IP, FP, *operands, *consts)``: the sub-programs' steps are emi
 statements inside a real ``for`` (scan), ``while`` (while) or ``if``/``elif`` (cond), in
 the order the Program lists them:
 
-- a kernel step allocates its outputs and calls the kernel (a Numba dispatcher built from
-  the kernel module that ``numba_backend.cache`` wrote), passing its runtime integers and
-  floats as slices of ``IP``/``FP``;
+- a kernel step calls the kernel (a Numba dispatcher of the kernel module that
+  ``numba_backend.cache`` wrote, compiled for the kernel's own signature and closed to
+  other compiles, so the driver links the code the executor uses instead of compiling a
+  second variant for writable arrays), passing its runtime integers and floats as slices
+  of ``IP``/``FP``;
 - a ``dot_general`` library call calls a generated helper (BLAS through ``np.dot`` on
   contiguous (batch, free, contracting) views, integer types by loops), from the step's
   avals and params;
 - a ``reshape_view`` library call is a reshape of the buffer;
 - a nested control-flow call is emitted inline: nested loops are nested loops.
 
+Every buffer (step outputs, carries, stacked ys) and every reshaped view of a buffer that
+stays bound to one array is allocated by ``CompiledRunner`` and passed in: an ``np.empty``
+or ``reshape`` inside the driver costs Numba about a tenth of a second of compile each.
 Carries are variables rebound each iteration (every step writes fresh buffers, so nothing
 is overwritten while it is read), ys are written into preallocated stacked arrays, and
 every shape-dependent integer (loop counts, buffer extents, kernel params) is read from
@@ -114,8 +119,14 @@ class _Gen:
         self.ints: list = []
         self.floats: list = []
         self.arrays: list = []          # (var name, value)
-        self.kernels: dict = {}         # global name -> CompiledKernel
+        self.kernels: dict = {}         # global name -> (CompiledKernel, signature spec)
         self.helpers: dict = {}         # function name -> source
+        # Buffers the caller allocates and passes in, and reshaped views of them it makes
+        # (an ``np.empty`` or ``reshape`` inside a driver costs Numba a tenth of a second
+        # of compile each; a driver holds dozens): (name, aval), (name, buffer, shape).
+        self.buffers: list = []
+        self.views: list = []
+        self.swapped: set = set()       # carry buffers: rebound every iteration
         self.counter = 0
         self.flags = _flags()
 
@@ -149,8 +160,22 @@ class _Gen:
 
     def alloc(self, aval, prefix="b") -> str:
         v = self.fresh(prefix)
-        self.prologue.append(f"{v} = np.empty({self.dims(aval.shape)}, "
-                             f"{_np_name(aval.dtype)})")
+        self.buffers.append((v, aval))
+        return v
+
+    def reshape(self, var, shape) -> str:
+        """``var`` (C-contiguous) viewed with ``shape``: made by the caller when ``var`` is
+        a buffer it allocates and that stays bound to one array, else here."""
+        shape = tuple(shape)
+        if any(b == var for b, _ in self.buffers) and var not in self.swapped:
+            for name, base, sh in self.views:
+                if base == var and sh == shape:
+                    return name
+            v = self.fresh("w")
+            self.views.append((v, var, shape))
+            return v
+        v = self.fresh("v")
+        self.line(f"{v} = {var}.reshape({self.dims(shape)})")
         return v
 
     def copy(self, dst, src, ndim):
@@ -226,15 +251,17 @@ class _Gen:
     def flat_view(self, var, aval) -> str:
         if aval.ndim <= 1:
             return var
-        v = self.fresh("f")
-        self.line(f"{v} = {var}.reshape({self.dims((aval.size,))})")
-        return v
+        return self.reshape(var, (aval.size,))
 
     def kernel_global(self, kernel) -> str:
         src = codegen.generate(kernel, self.flags)
-        name = f"K_{src.key[:20]}"
+        # One kernel module serves every dtype its code does not spell out; the function
+        # type a driver receives it as is this call's (see _driver_kernel_spec).
+        spec = _driver_kernel_spec(kernel)
+        tag = hashlib.sha256(repr(spec).encode()).hexdigest()[:8]
+        name = f"K_{src.key[:16]}_{tag}"
         if name not in self.kernels:
-            self.kernels[name] = cache.get_kernel(src, kernel)
+            self.kernels[name] = (cache.get_kernel(src, kernel), spec)
         return name
 
     def library_step(self, step, prog, env):
@@ -249,9 +276,7 @@ class _Gen:
         elif step.kind == "dot_general":
             outs = [self.dot(step, ins)]
         elif step.kind == "reshape_view":
-            v = self.fresh("v")
-            self.line(f"{v} = {ins[0]}.reshape({self.dims(params['shape'])})")
-            outs = [v]
+            outs = [self.reshape(ins[0], params["shape"])]
         else:
             raise NotCompilable(f"library call {step.name}")
         for o, v in zip(step.outs, outs):
@@ -269,6 +294,7 @@ class _Gen:
         """(current, next) buffers of each carry, the current ones set to ``init``."""
         cur = [self.alloc(a, "c") for a in avals]
         nxt = [self.alloc(a, "n") for a in avals]
+        self.swapped.update(cur + nxt)
         for c, v, a in zip(cur, init, avals):
             self.copy(c, v, a.ndim)
         return cur, nxt
@@ -463,20 +489,25 @@ def _flags() -> str:
 
 # ---------------------------------------- drivers -----------------------------------------
 
-_dispatchers: dict = {}
 _drivers: dict = {}
 _lock = threading.RLock()
 
 
-def _kernel_dispatcher(handle):
-    """A dispatcher over a kernel's Python function, compiled for the argument types the
-    drivers pass (writable buffers) with the kernel's own options."""
-    with _lock:
-        d = _dispatchers.get(handle.key)
-        if d is None:
-            d = _dispatchers[handle.key] = dispatcher(handle.module, "kernel",
-                                                      handle.opts(False))
-        return d
+def _driver_kernel_spec(kernel) -> list:
+    """The signature a driver calls a kernel with: the kernel's own
+    (``cache.signature_spec``: read-only inputs), which the executor and the kernel's
+    compile job compile. The driver's writable buffers convert to read-only arrays
+    safely, so the driver links that very code instead of compiling the kernel again."""
+    return cache.signature_spec(kernel)
+
+
+def _kernel_for_driver(module, func, opts, sig):
+    """A dispatcher of a kernel compiled (or loaded) for ``sig`` and closed to further
+    compiles: Numba then types a driver's calls with writable arrays against it."""
+    disp = dispatcher(module, func, opts)
+    disp.compile(sig)
+    disp.disable_compile()
+    return disp
 
 
 class Driver:
@@ -489,8 +520,6 @@ class Driver:
         self.path = os.path.join(cache._kernel_dir(), f"d_{key[:32]}.py")
         cache._write_source(self.path, text)
         self.module = self._import()
-        for name, handle in kernels.items():
-            setattr(self.module, name, _kernel_dispatcher(handle))
         self.fn = dispatcher(self.module, "driver", {})
         self.compiled = False
         self.failed = None
@@ -524,6 +553,7 @@ def build_source(spec):
     ins = [f"a{i}" for i in range(len(spec.in_avals))]
     outs = g.control(spec, ins)
     consts = [name for name, _ in g.arrays]
+    bufs = [name for name, _ in g.buffers] + [name for name, _, _ in g.views]
     em = codegen.Emitter()
     em.line(f"# Generated by tracer (numba_backend.control_flow): a compiled {spec.kind}.")
     em.line(f"# helpers {codegen.helper_hash()}{' ' + g.flags if g.flags else ''}")
@@ -536,11 +566,11 @@ def build_source(spec):
         em.lines += src.rstrip("\n").splitlines()
     em.line("")
     em.line("")
-    with em.block(f"def driver({', '.join(['IP', 'FP'] + ins + consts)}):"):
-        # Writable copies: every array in the loop then has one Numba type per dtype/rank
-        # (kernels compile once for it), and nothing the caller holds is ever written.
-        for a in ins + consts:
-            em.line(f"{a} = {a}.copy()")
+    # The operands and consts come in as writable copies (every array in the loop then
+    # has one Numba type per dtype and rank, and nothing the caller holds is ever
+    # written), then the buffers and their views (``CompiledRunner`` makes them).
+    params = ["IP", "FP"] + ins + consts + bufs
+    with em.block(f"def driver({', '.join(params)}):"):
         for line in g.prologue:
             em.line(line)
     em.lines += g.em.lines
@@ -550,10 +580,11 @@ def build_source(spec):
     fp = np.array(g.floats, dtype=np.float64)
     for a in (ip, fp):
         a.flags.writeable = False
-    arrays = []
-    for _, v in g.arrays:
-        arrays.append(_prep(v.copy()))
-    return em.text(), g.kernels, ip, fp, arrays
+    arrays = [_to_storage(np.array(v, copy=True)) for _, v in g.arrays]
+    buffers = [(_storage(a.dtype), tuple(a.shape)) for _, a in g.buffers]
+    index = {name: i for i, (name, _) in enumerate(g.buffers)}
+    views = [(index[base], shape) for _, base, shape in g.views]
+    return em.text(), g.kernels, ip, fp, arrays, (buffers, views)
 
 
 # A scan whose Python loop would take longer than this waits for its compiled driver.
@@ -565,17 +596,22 @@ class CompiledRunner:
     """Runs a control-flow call through its generated driver (host loop meanwhile when
     the driver is still compiling in the background)."""
 
-    def __init__(self, spec, driver, ip, fp, consts, host):
+    def __init__(self, spec, driver, ip, fp, consts, buffers, host):
         # what it needs of the spec, not the spec (``runner_for`` caches by the spec)
         self.kind, self.in_avals, self.out_avals = spec.kind, spec.in_avals, spec.out_avals
         self.driver = driver
-        self.ip, self.fp, self.consts = ip, fp, consts
+        self.ip, self.fp = ip, fp
+        self.consts = consts             # writable copies, never written by the driver
+        self.buffers, self.views = buffers
         self.host = host
 
     def _sig_spec(self) -> list:
         return ([array_spec(self.ip.dtype, 1, True), array_spec(self.fp.dtype, 1, True)]
-                + [array_spec(a.dtype, a.ndim, True) for a in self.in_avals]
-                + [array_spec(c.dtype, c.ndim, True) for c in self.consts])
+                + [array_spec(a.dtype, a.ndim, False) for a in self.in_avals]
+                + [array_spec(c.dtype, c.ndim, False) for c in self.consts]
+                + [array_spec(dt, len(shape), False) for dt, shape in self.buffers]
+                + [array_spec(self.buffers[b][0], len(shape), False)
+                   for b, shape in self.views])
 
     def _job(self) -> dict:
         """The driver's compile as a compile worker's job (its kernels as globals)."""
@@ -583,8 +619,8 @@ class CompiledRunner:
         return {"module": d.module.__name__, "path": d.path, "func": "driver", "opts": {},
                 "sig": self._sig_spec(),
                 "globals": [{"name": n, "module": h.module.__name__, "path": h.path,
-                             "func": "kernel", "opts": h.opts(False)}
-                            for n, h in d.kernels.items()]}
+                             "func": "kernel", "opts": h.opts(False), "sig": spec}
+                            for n, (h, spec) in d.kernels.items()]}
 
     def _host_seconds(self) -> float:
         """About how long the Python loop would take: the NumPy tier costs some
@@ -600,6 +636,10 @@ class CompiledRunner:
                 return
             t0 = time.perf_counter()
             try:
+                for name, (h, spec) in d.kernels.items():
+                    # (after a worker's compile: disk-cache loads)
+                    setattr(d.module, name, _kernel_for_driver(h.module, "kernel",
+                                                               h.opts(False), numba_types(spec)))
                 d.fn.compile(numba_types(self._sig_spec()))
                 d.compiled = True
                 stats["drivers_compiled"] += 1
@@ -654,9 +694,16 @@ class CompiledRunner:
             self._compile()        # after a worker's compile: a disk-cache load
             if not d.compiled:
                 return self.host(arrays)
-        args = [_prep(_to_storage(a)) for a in arrays]
-        outs = d.fn(self.ip, self.fp, *args, *self.consts)
+        args = [_writable(_to_storage(a)) for a in arrays]
+        bufs = [np.empty(shape, dt) for dt, shape in self.buffers]
+        views = [bufs[b].reshape(shape) for b, shape in self.views]
+        outs = d.fn(self.ip, self.fp, *args, *self.consts, *bufs, *views)
         return [_from_storage(o, a) for o, a in zip(outs, self.out_avals)]
+
+
+def _writable(a):
+    """A writable C-contiguous copy of ``a`` (the driver's operands)."""
+    return np.array(a, copy=True, order="C")
 
 
 def _prep(a):
@@ -769,7 +816,7 @@ def make_runner(spec):
     step of the bodies can be called from Numba, else the host loop."""
     host = HostRunner(spec)
     try:
-        text, kernels, ip, fp, consts = build_source(spec)
+        text, kernels, ip, fp, consts, buffers = build_source(spec)
     except NotCompilable as e:
         host.why = str(e)
         if config.log_compiles:
@@ -777,4 +824,4 @@ def make_runner(spec):
                            spec.kind, e)
         return host
     driver = _driver_for(text, kernels)
-    return CompiledRunner(spec, driver, ip, fp, consts, host)
+    return CompiledRunner(spec, driver, ip, fp, consts, buffers, host)

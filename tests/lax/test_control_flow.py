@@ -923,6 +923,36 @@ def test_compiled_loops_are_generated(rng):
     assert "np.dot(" in text
 
 
+def test_a_driver_links_its_kernels_as_compiled_for_the_executor(rng):
+    # A driver's buffers are writable, a kernel's own signature takes read-only inputs:
+    # the driver must call that one compiled overload (the one the kernel's own compile
+    # job and the Python loop use), not compile a second one for writable arrays; its
+    # buffers and reshaped views come from the caller, not from np.empty/reshape inside.
+    from lowering.ir import LibraryCall
+    from numba_backend.control_flow import runner_for
+    w = rng.standard_normal((4, 4))
+    f = tracer.jit(lambda w, x: lax.scan(lambda h, _: (tnp.tanh(w @ h) * 0.5 + h, h),
+                                         x, None, length=5))
+    x = rng.standard_normal(4)
+    got = f(w, x)
+    h, hs = x, []
+    for _ in range(5):
+        hs.append(h)
+        h = np.tanh(w @ h) * 0.5 + h
+    np.testing.assert_allclose(np.asarray(got[0]), h, rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(got[1]), np.stack(hs), rtol=1e-13)
+    ex = tracer._jit_backend.get_executable(f.trace(w, x).jaxpr, "f")
+    (step,) = [s for s in ex.program.steps if isinstance(s, LibraryCall) and s.kind == "scan"]
+    driver = runner_for(dict(step.params)["spec"]).driver
+    assert driver.compiled and driver.kernels
+    for name, (handle, spec) in driver.kernels.items():
+        disp = getattr(driver.module, name)
+        sigs = list(disp.overloads)
+        assert len(sigs) == 1 and sigs[0] == handle.sig, (name, sigs)
+    src = driver.text[driver.text.index("def driver("):]
+    assert "np.empty(" not in src and ".copy()" not in src
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.complex64,
                                    np.int8, np.int32, np.uint16, np.bool_])
 def test_compiled_loop_dtypes(dtype):
