@@ -3,9 +3,9 @@
 ``lowering.control_flow`` turns each control-flow equation into a library call of kind
 "scan", "while" or "cond" whose ``spec`` (``lowering.ir.ControlFlowSpec``) holds the
 lowered Programs of its sub-jaxprs. Here such a call becomes one generated module with a
-function ``driver(IP, FP, *operands, *consts)``: the sub-programs' steps are emitted as
-statements inside a real ``for`` (scan), ``while`` (while) or ``if``/``elif`` (cond), in
-the order the Program lists them:
+function ``driver(IP, FP, *operands, *consts, *buffers)``: the sub-programs' steps are
+emitted as statements inside a real ``for`` (scan), ``while`` (while) or ``if``/``elif``
+(cond), in the order the Program lists them:
 
 - a kernel step calls the kernel (a Numba dispatcher of the kernel module that
   ``numba_backend.cache`` wrote, compiled for the kernel's own signature and closed to
@@ -255,8 +255,8 @@ class _Gen:
 
     def kernel_global(self, kernel) -> str:
         src = codegen.generate(kernel, self.flags)
-        # One kernel module serves every dtype its code does not spell out; the function
-        # type a driver receives it as is this call's (see _driver_kernel_spec).
+        # One kernel module serves every dtype its code does not spell out: the global
+        # this driver calls is its compile for this call's signature (_driver_kernel_spec).
         spec = _driver_kernel_spec(kernel)
         tag = hashlib.sha256(repr(spec).encode()).hexdigest()[:8]
         name = f"K_{src.key[:16]}_{tag}"
