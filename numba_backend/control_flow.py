@@ -636,10 +636,16 @@ class CompiledRunner:
                 return
             t0 = time.perf_counter()
             try:
+                cached = cache.on_disk(d.path, "driver")
                 for name, (h, spec) in d.kernels.items():
-                    # (after a worker's compile: disk-cache loads)
-                    setattr(d.module, name, _kernel_for_driver(h.module, "kernel",
-                                                               h.opts(False), numba_types(spec)))
+                    if cached:
+                        # a cached driver holds its kernels' code: loading it needs the
+                        # globals only if the entry turns out stale (then they compile)
+                        disp = dispatcher(h.module, "kernel", h.opts(False))
+                    else:   # (after a worker's compile: disk-cache loads)
+                        disp = _kernel_for_driver(h.module, "kernel", h.opts(False),
+                                                  numba_types(spec))
+                    setattr(d.module, name, disp)
                 d.fn.compile(numba_types(self._sig_spec()))
                 d.compiled = True
                 stats["drivers_compiled"] += 1

@@ -923,13 +923,16 @@ def test_compiled_loops_are_generated(rng):
     assert "np.dot(" in text
 
 
-def test_a_driver_links_its_kernels_as_compiled_for_the_executor(rng):
+def test_a_driver_links_its_kernels_as_compiled_for_the_executor(rng, monkeypatch):
     # A driver's buffers are writable, a kernel's own signature takes read-only inputs:
     # the driver must call that one compiled overload (the one the kernel's own compile
     # job and the Python loop use), not compile a second one for writable arrays; its
     # buffers and reshaped views come from the caller, not from np.empty/reshape inside.
     from lowering.ir import LibraryCall
+    from numba_backend import cache
     from numba_backend.control_flow import runner_for
+    # as on a first run (a driver already on disk loads without typing its kernels)
+    monkeypatch.setattr(cache, "on_disk", lambda path, func: False)
     w = rng.standard_normal((4, 4))
     f = tracer.jit(lambda w, x: lax.scan(lambda h, _: (tnp.tanh(w @ h) * 0.5 + h, h),
                                          x, None, length=5))
