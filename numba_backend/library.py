@@ -36,7 +36,6 @@ from lax import shapes as lax_shapes
 from lax import windowed as wn
 from lax.sort import _sort_key_arrays
 from lowering.convolution import MAX_SPATIAL, compute_dtype
-from tracer import dtypes
 
 library_impls: dict = {}      # kind -> fn(*arrays, **params) -> list of arrays
 
@@ -79,28 +78,19 @@ def reshape_view(x, *, shape):
 
 # --------------------------------------- dot_general --------------------------------------
 
-def _prod(xs):
-    return int(np.prod(xs, dtype=np.int64))
-
-
 def make_dot_general(lhs_aval, rhs_aval, out_aval, dimension_numbers,
                      preferred_element_type=None):
-    """A function ``(lhs, rhs) -> [out]`` computing dot_general for these avals."""
+    """A function ``(lhs, rhs) -> [out]`` computing dot_general for these avals (the
+    transposes and shapes of the eager impl's plan, ``lax.linalg._dot_general_plan``)."""
     (lc, rc), (lb, rb) = dimension_numbers
-    ls, rs = lhs_aval.shape, rhs_aval.shape
-    lfree = [i for i in range(len(ls)) if i not in lc and i not in lb]
-    rfree = [i for i in range(len(rs)) if i not in rc and i not in rb]
-    lperm = tuple(lb) + tuple(lfree) + tuple(lc)
-    rperm = tuple(rb) + tuple(rc) + tuple(rfree)
-    B = _prod([ls[i] for i in lb])
-    M = _prod([ls[i] for i in lfree])
-    N = _prod([rs[i] for i in rfree])
-    K = _prod([ls[i] for i in lc])
+    dn = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+    ls, rs = tuple(lhs_aval.shape), tuple(rhs_aval.shape)
     out_dt = np.dtype(out_aval.dtype)
     in_dt = np.dtype(lhs_aval.dtype)
+    lperm, (B, M, K), rperm, (_, _, N), _, compute_dt = la._dot_general_plan(
+        ls, rs, in_dt, out_dt, dn)
     out_shape = tuple(out_aval.shape)
     is_bool = in_dt == np.bool_
-    compute_dt = out_dt if dtypes.promote_types(in_dt, out_dt) == out_dt else in_dt
     lid = lperm == tuple(range(len(ls)))
     rid = rperm == tuple(range(len(rs)))
 
