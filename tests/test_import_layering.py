@@ -126,6 +126,33 @@ def test_import_tracer_loads_no_compiler():
     assert res.stdout.strip() == "[]", res.stdout
 
 
+def test_the_first_jit_loads_numba_without_all_of_scipy_linalg(tmp_path):
+    # numba_backend._import_numba: Numba's BLAS check sees only the extension module, and
+    # a compiled BLAS call (np.dot in a scan's driver) and the user's own scipy.linalg
+    # imports still work afterwards
+    code = (
+        "import sys, numpy as np, tracer, tracer.numpy as jnp\n"
+        "from tracer import lax\n"
+        "tracer.config.update('jit_compile', 'sync')\n"
+        "y = tracer.jit(lambda x: jnp.exp(x) + 1)(np.zeros(3))\n"
+        "print(float(y[0]), 'scipy.linalg' in sys.modules)\n"
+        "w = np.arange(9.0).reshape(3, 3) / 10\n"
+        "def body(c, _):\n"
+        "    return jnp.tanh(jnp.dot(c, w)), None\n"
+        "c, _ = tracer.jit(lambda c: lax.scan(body, c, None, length=4))(np.ones(3))\n"
+        "e = np.ones(3)\n"
+        "for _ in range(4):\n"
+        "    e = np.tanh(e @ w)\n"
+        "print(np.allclose(np.asarray(c), e, rtol=1e-12, atol=0))\n"
+        "import scipy.linalg.cython_blas\n"
+        "print(len(scipy.linalg.cython_blas.__pyx_capi__) > 0)\n")
+    env = {**__import__("os").environ, "TRACER_CACHE_DIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == ["2.0", "False", "True", "True"], res.stdout
+
+
 class _ImportTimeLaxReads(ast.NodeVisitor):
     """``lax.<name>`` read when the module is imported (outside any function body)."""
 
