@@ -286,11 +286,12 @@ def helper_hash() -> str:
     to a helper gives new cache entries (Numba's cache does not track callees)."""
     global _HELPER_HASH
     if _HELPER_HASH is None:
-        from numba_backend import scalar, vecmath
+        from numba_backend import blas, scalar, vecmath
         # pairwise: the order of float sums (kernels compiled before it existed, with
         # reassociating fast math, must not be reused)
         src = inspect.getsource(scalar) + inspect.getsource(vecmath) + \
-            inspect.getsource(inliner) + inspect.getsource(pairwise)
+            inspect.getsource(inliner) + inspect.getsource(pairwise) + \
+            inspect.getsource(blas)     # (the drivers' matrix products)
         # the special-function kernels (lowering/special.py calls them by name)
         for mod in ("lax.special_kernels", "lax.special_coeffs"):
             with open(importlib.util.find_spec(mod).origin) as f:

@@ -445,11 +445,22 @@ def _dot_helper(lhs_a, rhs_a, out_a, dimension_numbers):
                 with em.block(f"for m in range({m_n}):"):
                     with em.block(f"for n in range({n_n}):"):
                         em.line(f"out[{out_idx}] = {lhs_el} * {rhs_el}")
-            with em.block("else:"):
-                if out_a.ndim == 0:
-                    em.line(f"out[()] = np.dot({a}, {b})")
-                else:
-                    em.line(f"np.dot({a}, {b}, out)")
+            if lhs_a.ndim == 2 and rhs_a.ndim == 2:
+                # matrix x matrix: GEMM as np.dot calls it (numba_backend.blas), which
+                # takes no empty operand
+                with em.block(f"elif lhs.shape[{lc[0]}] == 0:"):
+                    with em.block(f"for m in range(lhs.shape[{lfree[0]}]):"):
+                        with em.block(f"for n in range(rhs.shape[{rfree[0]}]):"):
+                            em.line(f"out[m, n] = {_np_name(out_dt)}(0)")
+                with em.block(f"elif lhs.shape[{lfree[0]}] != 0 and "
+                              f"rhs.shape[{rfree[0]}] != 0:"):
+                    em.line(f"matmul_into({a}, {b}, out)")
+            else:
+                with em.block("else:"):
+                    if out_a.ndim == 0:
+                        em.line(f"out[()] = np.dot({a}, {b})")
+                    else:
+                        em.line(f"np.dot({a}, {b}, out)")
         elif direct and not lc and lhs_a.ndim == 1 and rhs_a.ndim == 1:
             with em.block("for m in range(lhs.shape[0]):"):
                 with em.block("for n in range(rhs.shape[0]):"):
@@ -560,6 +571,8 @@ def build_source(spec):
     em.line("import math")
     em.line("import numpy as np")
     em.line("from numba.extending import register_jitable")
+    if any("matmul_into(" in src for src in g.helpers.values()):
+        em.line("from numba_backend.blas import matmul_into")
     for src in g.helpers.values():
         em.line("")
         em.line("")

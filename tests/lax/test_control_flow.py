@@ -920,7 +920,41 @@ def test_compiled_loops_are_generated(rng):
     w = rng.standard_normal((3, 3))
     text = _driver_text(lambda w, x: lax.scan(lambda h, _: (tnp.tanh(w @ h), None), x, None,
                                               length=3)[0], w, x)
-    assert "np.dot(" in text
+    # (through numba_backend.blas.matmul_into: the product is (3, 3) x (3, 1))
+    assert "matmul_into(" in text and "np.dot(" not in text
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("m,k,n", [(3, 4, 5), (1, 4, 1), (3, 1, 5), (3, 0, 5), (0, 4, 5),
+                                   (3, 4, 0)])
+def test_driver_matrix_products_equal_the_python_loop(dtype, m, k, n, rng):
+    # w @ h and w.T-style contractions in a compiled scan (GEMM from the driver, the
+    # outer-product loop at k = 1, zeros at k = 0, nothing for an empty result) against
+    # the same loop in NumPy
+    def mk(*shape):
+        a = rng.standard_normal(shape) + (1j * rng.standard_normal(shape)
+                                          if np.dtype(dtype).kind == "c" else 0)
+        return (a / 4).astype(dtype)
+    w, wt, h0 = mk(m, k), mk(k, m), mk(k, n)
+    h0 = np.concatenate([h0, h0], axis=0)[:k] if k else h0   # (k, n)
+    a, b = mk(m, m), mk(m, m)
+
+    def body(c, _):
+        h, g = c
+        y = lax.dot_general(wt, h, (((0,), (0,)), ((), ()))) + w @ h   # (m, n)
+        return (h, a @ y + lax.dot_general(b, y, (((0,), (0,)), ((), ())))), None
+
+    f = tracer.jit(lambda h, g: lax.scan(body, (h, g), None, length=2)[0])
+    assert "matmul_into(" in f.lower(h0, np.zeros((m, n), dtype)).as_text()
+    h, g = f(h0, np.zeros((m, n), dtype))
+    eh, eg = h0, np.zeros((m, n), dtype)
+    for _ in range(2):
+        y = wt.T @ eh + w @ eh
+        eg = a @ y + b.T @ y
+    tol = 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    assert np.asarray(g).dtype == dtype and np.asarray(g).shape == (m, n)
+    np.testing.assert_allclose(np.asarray(g), eg, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(np.asarray(h), eh)
 
 
 def test_a_driver_links_its_kernels_as_compiled_for_the_executor(rng, monkeypatch):
