@@ -204,6 +204,15 @@ def test_pure_callback_vmap_methods_match_a_loop(method, jit):
     assert log == shapes_nested
 
 
+@pytest.mark.parametrize("method,shapes", [("sequential_unrolled", [((), ())] * 3),
+                                           ("legacy_vectorized", [((3,), ())])])
+def test_pure_callback_other_vmap_methods(method, shapes):
+    log = []
+    out = tracer.vmap(_fn(log, method), in_axes=(0, None))(np.arange(3.), np.float64(1.0))
+    np.testing.assert_array_equal(out, [1., 2., 3.])
+    assert log == shapes                        # JAX's
+
+
 def test_pure_callback_vmap_needs_a_vmap_method():
     f = lambda x: tracer.pure_callback(np.sin, S((), F64), x)
     with pytest.raises(NotImplementedError, match="vmap_method=None"):
