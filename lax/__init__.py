@@ -109,3 +109,4 @@ from lax.collectives import (all_to_all, all_to_all_p, axis_size, pbroadcast, pb
                              pcast, ppermute, ppermute_p, precv, precv_p, psend, psend_p,
                              pshuffle, psum_scatter, pswapaxes, ragged_all_to_all,
                              ragged_all_to_all_p, reduce_scatter_p)
+from lax.callbacks import debug_callback_p, io_callback_p, pure_callback_p

@@ -9,9 +9,8 @@ a token: its tangent is a symbolic zero, and vmap leaves it unmapped.
 
 ``dce_sink(x)`` marks ``x`` as used so that dead-code elimination keeps the equations
 computing it although nothing consumes them: ``dce_sink_p`` has no outputs and is
-registered as effectful with both the tracing DCE (``partial_eval.effectful_primitives``)
-and the jit pipeline's (``lowering.passes.effectful_primitives``, registered by
-lowering/tokens.py).
+registered as effectful (``partial_eval.effectful_primitives``, which both the tracing
+DCE and the jit pipeline's passes read).
 """
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from tracer.ad_checkpoint import checkpoint_p, name_p
 from tracer.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p
 from tracer.interpreters.ad import stop_gradient_p
 from tracer.interpreters.call import closed_call_p, jit_p
+from tracer.interpreters.partial_eval import eqn_has_effects, effectful_primitives
 
 
 def _identity(eqn) -> ClosedJaxpr:
@@ -49,12 +50,12 @@ inline_rules: dict = {
     name_p: _identity,
 }
 
-# Primitives that must never be removed or merged (printing, callbacks, io).
-effectful_primitives: set = set()
-
-
-def is_effectful(prim) -> bool:
-    return prim in effectful_primitives or bool(getattr(prim, "has_effects", False))
+# Equations that must never be removed, merged or folded (callbacks, printing, stateful
+# random bits): those of ``partial_eval.effectful_primitives`` (the one registry; imported
+# here as ``effectful_primitives`` for the rule modules), and those holding a sub-jaxpr
+# with such an equation (a loop around an io_callback).
+def is_effectful(eqn) -> bool:
+    return eqn_has_effects(eqn) or bool(getattr(eqn.primitive, "has_effects", False))
 
 
 # ------------------------------------------ inline -----------------------------------------
@@ -112,7 +113,7 @@ def dce(closed: ClosedJaxpr) -> ClosedJaxpr:
     live = {v for v in jaxpr.outvars if isinstance(v, Var)}
     kept = []
     for eqn in reversed(jaxpr.eqns):
-        if is_effectful(eqn.primitive) or any(v in live for v in eqn.outvars):
+        if is_effectful(eqn) or any(v in live for v in eqn.outvars):
             kept.append(eqn)
             live.update(a for a in eqn.invars if isinstance(a, Var))
     kept.reverse()
@@ -142,7 +143,7 @@ def cse(closed: ClosedJaxpr) -> ClosedJaxpr:
     for eqn in jaxpr.eqns:
         invars = [read(a) for a in eqn.invars]
         key = None
-        if not is_effectful(eqn.primitive):
+        if not is_effectful(eqn):
             try:
                 key = (eqn.primitive, tuple(_atom_key(a) for a in invars),
                        tuple(sorted(eqn.params.items())),
@@ -179,7 +180,7 @@ def fold_constants(closed: ClosedJaxpr) -> ClosedJaxpr:
         invars = [read(a) for a in eqn.invars]
         prim = eqn.primitive
         if (invars and all(isinstance(a, Literal) for a in invars) and prim.impl is not None
-                and not is_effectful(prim) and not prim.multiple_results
+                and not is_effectful(eqn) and not prim.multiple_results
                 and all(isinstance(v.aval, ShapedArray) and v.aval.shape == ()
                         for v in eqn.outvars)):
             try:
@@ -288,7 +289,7 @@ def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
             if src is not None and src.primitive.name == "neg":
                 env[eqn.outvars[0]] = src.invars[0]
                 continue
-        if not is_effectful(eqn.primitive):
+        if not is_effectful(eqn):
             rep = _simplify_eqn(eqn, invars)
             if rep is not None:
                 env[eqn.outvars[0]] = rep

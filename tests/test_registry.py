@@ -79,6 +79,7 @@ OWN_TESTS = {
     "lax.integer_ops": "tests/lax/test_lax_extras.py",
     "lax.tokens": "tests/lax/test_lax_extras.py",
     "lax.solves": "tests/lax/test_lax_extras.py",
+    "lax.callbacks": "tests/test_callbacks.py",
 }
 RECORD_EXEMPT = {"stop_gradient": "tests/test_autodiff.py"}
 

@@ -23,9 +23,11 @@ _EXPORTS = {
     "tracer.custom_derivatives": ["custom_jvp", "custom_vjp", "checkpoint", "remat",
                                   "stop_gradient", "custom_gradient", "closure_convert",
                                   "checkpoint_policies"],
+    "lax.callbacks": ["pure_callback", "io_callback"],
 }
 # module -> attribute name on ``tracer``
 _SUBMODULES = {
+    "tracer.debug": "debug",
     "tracer.nn": "nn",
     "tracer.ops": "ops",
     "tracer.scipy": "scipy",

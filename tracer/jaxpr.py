@@ -62,7 +62,7 @@ class JaxprEqn(NamedTuple):
 
 
 class Jaxpr:
-    __slots__ = ("constvars", "invars", "eqns", "outvars", "_impl_plan")
+    __slots__ = ("constvars", "invars", "eqns", "outvars", "_impl_plan", "_effects")
 
     def __init__(self, constvars, invars, eqns, outvars):
         self.constvars = list(constvars)
@@ -70,6 +70,7 @@ class Jaxpr:
         self.eqns = list(eqns)
         self.outvars = list(outvars)
         self._impl_plan = None
+        self._effects = None    # partial_eval.jaxpr_has_effects's cache
 
     @property
     def in_avals(self):

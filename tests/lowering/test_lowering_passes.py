@@ -49,6 +49,18 @@ def test_dce_and_cse():
     same_values(closed, out, [X])
 
 
+def test_effectful_equations_are_neither_removed_nor_merged():
+    # rng_uniform is effectful (partial_eval.effectful_primitives, the one registry): two
+    # draws stay two under jit, and an unused one is still drawn
+    c = closed_of(lambda a: (lax.rng_uniform(a, 1., (3,)), lax.rng_uniform(a, 1., (3,)),
+                             lax.rng_uniform(a, 1., (2,)))[:2], 0.)
+    assert prims(passes.dce(passes.cse(c))).count("rng_uniform") == 3
+    # a loop whose body has an effect is kept although its result is unused
+    body = lambda i, v: (lax.dce_sink(v), v + 1.)[1]
+    c = closed_of(lambda x: (lax.fori_loop(0, 3, body, x), x * 2.)[1], 1.)
+    assert any(p in ("scan", "while") for p in prims(passes.dce(c)))
+
+
 def test_fold_constants_and_simplify():
     def f(x, i):
         c = lax.exp(lax.convert_element_type(2.0, np.float32))    # a scalar of literals

@@ -458,8 +458,35 @@ def partial_eval_jaxpr(jaxpr: Jaxpr, in_unknowns, instantiate=None):
 
 # prim -> rule(used_outputs, eqn) -> (used_inputs, new_eqn | None)
 dce_rules: dict = {}
-# Primitives with side effects are never removed.
+# Primitives with side effects (callbacks, printing, stateful random bits): never removed
+# by DCE, never merged by CSE, never constant-folded. The one registry of effects: the jit
+# pipeline's passes (lowering.passes) read it too.
 effectful_primitives: set = set()
+
+
+def jaxpr_has_effects(jaxpr: Jaxpr) -> bool:
+    """Whether an equation of ``jaxpr``, or of a jaxpr nested in one (the body of a scan,
+    the branches of a cond...), binds an effectful primitive. Cached on the jaxpr, as long
+    as its list of equations is the same."""
+    cached = jaxpr._effects
+    if cached is not None and cached[0] is jaxpr.eqns and cached[1] == len(jaxpr.eqns):
+        return cached[2]
+    found = any(eqn_has_effects(e) for e in jaxpr.eqns)
+    jaxpr._effects = (jaxpr.eqns, len(jaxpr.eqns), found)
+    return found
+
+
+def eqn_has_effects(eqn: JaxprEqn) -> bool:
+    """Whether ``eqn`` has side effects: its primitive is effectful, or a sub-jaxpr of its
+    params has an effectful equation (a loop around an io_callback has its effect)."""
+    if eqn.primitive in effectful_primitives:
+        return True
+    for v in eqn.params.values():
+        for item in (v if isinstance(v, (tuple, list)) else (v,)):
+            sub = item.jaxpr if isinstance(item, ClosedJaxpr) else item
+            if isinstance(sub, Jaxpr) and jaxpr_has_effects(sub):
+                return True
+    return False
 
 
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs=None, prune_inputs: bool = False):
@@ -472,9 +499,12 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs=None, prune_inputs: bool = False):
     new_eqns = []
     for eqn in reversed(jaxpr.eqns):
         used = [type(v) is not DropVar and v in live for v in eqn.outvars]
-        if not any(used) and eqn.primitive not in effectful_primitives:
+        effects = eqn_has_effects(eqn)
+        if not any(used) and not effects:
             continue
-        rule = dce_rules.get(eqn.primitive)
+        # an effectful equation none of whose results is used is kept whole (a rule would
+        # drop it: nothing it computes is needed)
+        rule = dce_rules.get(eqn.primitive) if any(used) or not effects else None
         if rule is not None:
             # used_ins lines up with the inputs of the equation given to the rule (the new
             # equation may have dropped some of them).
