@@ -148,6 +148,7 @@ _VECMATH = {
     (ew.log_p, "f4"): "log_f32", (ew.log_p, "f2"): "log_f32",
     (ew.sin_p, "f4"): "sin_f32", (ew.sin_p, "f2"): "sin_f32",
     (ew.cos_p, "f4"): "cos_f32", (ew.cos_p, "f2"): "cos_f32",
+    (ew.tanh_p, "f4"): "tanh_f32", (ew.tanh_p, "f2"): "tanh_f32",
 }
 
 
@@ -160,7 +161,7 @@ def _vecmath_or(prim, fallback):
     return rule
 
 
-for _p in (ew.exp_p, ew.log_p, ew.sin_p, ew.cos_p):
+for _p in (ew.exp_p, ew.log_p, ew.sin_p, ew.cos_p, ew.tanh_p):
     scalar_exprs[_p] = _vecmath_or(_p, scalar_exprs[_p])
 
 

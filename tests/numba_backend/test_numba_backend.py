@@ -57,6 +57,7 @@ def _vm32(x, out):
         out[1, i] = vecmath.log_f32(x[i])
         out[2, i] = vecmath.sin_f32(x[i])
         out[3, i] = vecmath.cos_f32(x[i])
+        out[4, i] = vecmath.tanh_f32(x[i])
 
 
 @numba.njit(cache=False, error_model="numpy")
@@ -82,17 +83,41 @@ def test_float32_vecmath_within_an_ulp_of_the_correctly_rounded_result():
         np.sign(rng.normal(size=50000)) * 10.0 ** rng.uniform(-40, 38.5, 50000),
         [0.0, -0.0, 1e-45, -1e-45, np.inf, -np.inf, np.nan, 88.72, 88.73, -103.9, -104.0,
          -87.4, 1.5707964, 3.1415927, 1e30, 3.4e38, 2.0 ** 19, 12345.678]]).astype(np.float32)
-    out = np.empty((4, x.size), np.float32)
+    out = np.empty((5, x.size), np.float32)
     _vm32(x, out)
     x64 = x.astype(np.float64)
     with np.errstate(all="ignore"):
-        refs = [np.exp(x64), np.log(x64), np.sin(x64), np.cos(x64)]
-        nps = [np.exp(x), np.log(x), np.sin(x), np.cos(x)]
-    for name, got, ref, npv in zip(["exp", "log", "sin", "cos"], out, refs, nps):
+        refs = [np.exp(x64), np.log(x64), np.sin(x64), np.cos(x64), np.tanh(x64)]
+        nps = [np.exp(x), np.log(x), np.sin(x), np.cos(x), np.tanh(x)]
+    for name, got, ref, npv in zip(["exp", "log", "sin", "cos", "tanh"], out, refs, nps):
         with np.errstate(over="ignore"):
             exact = ref.astype(np.float32)
         assert _ulps(got, exact, np.float32).max() <= 1, name
         assert _ulps(got, npv, np.float32).max() <= 3, name
+
+
+@numba.njit(cache=False, error_model="numpy")
+def _tanh32(x, out):
+    for i in range(x.shape[0]):
+        out[i] = vecmath.tanh_f32(x[i])
+
+
+def test_float32_tanh_is_correctly_rounded_on_a_dense_sample_of_all_float32():
+    # every 997th bit pattern (4.3 million values over every binade, both signs), the
+    # branch point 2**-4 and its neighbours, and the specials; the float64 reference
+    # rounded to float32 (float64 tanh is within an ulp of float64, far inside float32's)
+    x = np.arange(0, 2 ** 32, 997, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    edge = np.float32([0.0625, -0.0625, 20.0, -20.0, 9.0, 1e-45, -1e-45, 0.0, -0.0,
+                       np.inf, -np.inf, np.nan, -np.nan])
+    x = np.concatenate([x, edge, np.nextafter(edge[:2], np.float32(0))])
+    out = np.empty_like(x)
+    _tanh32(x, out)
+    with np.errstate(invalid="ignore"):
+        ref = np.tanh(x.astype(np.float64)).astype(np.float32)
+    nan = np.isnan(x)
+    np.testing.assert_array_equal(out.view(np.uint32)[~nan], ref.view(np.uint32)[~nan])
+    assert np.isnan(out[nan]).all()
+    assert np.signbit(out[x == 0]).tolist() == np.signbit(x[x == 0]).tolist()
 
 
 def test_float64_exp_within_an_ulp():
