@@ -234,15 +234,16 @@ def _check_arity(k, in_avals, result_avals, statics):
             f"{e}") from None
 
 
-_typed: dict = {}     # (kernel, avals, statics) -> None once Numba typed the call
+_typed: dict = {}     # (kernel, ranks and dtypes, statics): Numba typed the call
 
 
 def check_kernel_call(k, in_avals, result_avals, statics):
     """Type (and compile) ``k`` for operands of ``in_avals`` (read-only arrays), outputs of
     ``result_avals`` and the static keyword values: KernelCompileError on a typing
     failure, TypeError when the kernel returns a value."""
-    key = (k, tuple((a.shape, str(a.dtype)) for a in in_avals),
-           tuple((a.shape, str(a.dtype)) for a in result_avals), statics)
+    # Numba's array types hold ranks and dtypes, not shapes
+    key = (k, tuple((a.ndim, str(a.dtype)) for a in in_avals),
+           tuple((a.ndim, str(a.dtype)) for a in result_avals), statics)
     if key in _typed:
         return
     import numba
@@ -382,8 +383,12 @@ class NumbaElementwise:
         type (KernelCompileError when Numba fails to type the function)."""
         in_dts = tuple(np.dtype(a.dtype) for a in avals)
         dt = self._types.get(in_dts)
-        if dt is not None:
-            return dt
+        if dt is None:
+            dt = self._types[in_dts] = self._numba_result_dtype(in_dts, avals)
+        # with enable_x64 off a 64-bit result is rounded to 32 bits, as every dtype is
+        return dtypes.canonicalize_dtype(dt)
+
+    def _numba_result_dtype(self, in_dts, avals) -> np.dtype:
         for a in avals:
             if np.dtype(a.dtype) == _F16:
                 raise TypeError(f"numba_elementwise: {self.kernel.name} gets a float16 "
@@ -404,14 +409,10 @@ class NumbaElementwise:
             raise TypeError(f"numba_elementwise: {self.kernel.name} returns {ret} for "
                             f"operands ({', '.join(d.name for d in in_dts)}); it must return "
                             "a scalar number or bool") from None
-        dt = typed if self.out_dtype is None else self.out_dtype
-        dt = np.dtype(dt)
-        if dtypes.canonicalize_dtype(dt) != dt:
-            raise ValueError(f"numba_elementwise: {self.kernel.name} returns {dt.name}, a "
-                             "64-bit type, with enable_x64 disabled; pass out_dtype=")
+        dt = np.dtype(typed if self.out_dtype is None else self.out_dtype)
         if dt == _F16:
-            raise TypeError(f"numba_elementwise: out_dtype float16 is not supported")
-        self._types[in_dts] = dt
+            raise TypeError("numba_elementwise: a float16 result is not supported (Numba "
+                            "has no float16 scalars)")
         return dt
 
     def ufunc(self, in_dts, out_dt):
@@ -436,7 +437,8 @@ def numba_elementwise(scalar_fn: Callable, jvp: Callable | Sequence | None = Non
     are scalars) and applies ``scalar_fn`` to each element. Each operand keeps its own
     dtype (no promotion; a Python scalar has its default dtype, float64 / int64 under
     x64); the result dtype is ``out_dtype`` when given, else the return type Numba infers
-    for the operands' dtypes (computed once per dtype combination, at trace time).
+    for the operands' dtypes (computed once per dtype combination, at trace time;
+    canonicalized: float64 becomes float32 with ``enable_x64`` off).
     Under ``vmap`` the batch axis is one more broadcast axis; under ``jit`` the function
     is called from the generated loops and fuses with neighbouring element-wise ops into
     one kernel (that code compiles in this process, without Numba's disk cache).

@@ -451,3 +451,10 @@ def test_other_tiers(mode):
     for _ in range(3):
         np.testing.assert_allclose(g(np.array([0.0, 3.0])), want, rtol=1e-14)
         tracer.jit(lambda x: f(x, 1.0))(np.ones(2))
+
+
+def test_numba_elementwise_result_dtype_is_canonicalized(x32):
+    f = numba_elementwise(numba.njit(lambda x: x * 2.0))    # float64 in Numba's typing
+    x = np.array([1.5, -2.0], np.float32)
+    assert f(x).dtype == np.float32
+    np.testing.assert_array_equal(tracer.jit(f)(x), x * 2)
