@@ -458,3 +458,47 @@ def test_numba_elementwise_result_dtype_is_canonicalized(x32):
     x = np.array([1.5, -2.0], np.float32)
     assert f(x).dtype == np.float32
     np.testing.assert_array_equal(tracer.jit(f)(x), x * 2)
+
+
+_MAIN_SCRIPT = textwrap.dedent("""
+    import sys
+    import numba, numpy as np
+    import tracer
+    from tracer import lax
+    from tracer.ffi import numba_call, numba_elementwise
+    tracer.config.update("jit_compile", "sync")
+
+    @numba.njit
+    def f(x):
+        return x BODY
+
+    @numba.njit
+    def k(x, out):
+        for i in range(x.shape[0]):
+            out[i] = f(x[i])
+
+    ew = numba_elementwise(f)
+    g = tracer.jit(lambda x: (ew(x) + 1, lax.fori_loop(0, 2, lambda i, c: numba_call(
+        k, tracer.ShapeDtypeStruct(c.shape, c.dtype), c), x)))
+    a, b = g(np.arange(3.0))
+    print(list(map(float, a)), list(map(float, b)))
+""")
+
+
+def test_a_kernel_changed_between_processes_is_recompiled(tmp_path):
+    # the same script with another body: the same tokens (u1_f, u2_k) and generated
+    # sources, in one cache directory; the second run must not load the first's code
+    import os
+    import subprocess
+    env = dict(os.environ, TRACER_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    outs = []
+    for body in ("+ 1.0", "* 10.0"):
+        script = tmp_path / "main.py"
+        script.write_text(_MAIN_SCRIPT.replace("BODY", body))
+        res = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-3000:]
+        outs.append(res.stdout.strip().splitlines()[-1])
+    assert outs == ["[2.0, 3.0, 4.0] [2.0, 3.0, 4.0]",
+                    "[1.0, 11.0, 21.0] [0.0, 100.0, 200.0]"], outs
