@@ -16,6 +16,9 @@ emitted as statements inside a real ``for`` (scan), ``while`` (while) or ``if``/
   contiguous (batch, free, contracting) views, integer types by loops), from the step's
   avals and params;
 - a ``reshape_view`` library call is a reshape of the buffer;
+- a ``numba_call`` library call calls the user's kernel as a Numba function (through
+  ``numba_backend.user_functions``; such a driver compiles in this process, without the
+  disk cache);
 - a nested control-flow call is emitted inline: nested loops are nested loops.
 
 Every buffer (step outputs, carries, stacked ys) and every reshaped view of a buffer that
