@@ -44,7 +44,7 @@ JAXPR_PASSES = (
 RULE_MODULES = (
     "elementwise", "integer_ops", "special", "special_extra", "shapes", "indexing",
     "reductions", "linalg", "convolution", "windowed", "sort", "random_bits",
-    "control_flow", "solves", "tokens",
+    "control_flow", "solves", "tokens", "ffi",
 )
 
 _rules_loaded = False

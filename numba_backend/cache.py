@@ -101,6 +101,8 @@ class CompiledKernel:
         self._par = None
         self.par_job = None    # Future of a compile worker's reply (parallel variant)
         self.failed = None
+        # calls users' functions: compiled here, never from or into Numba's disk cache
+        self.in_process = source.in_process
         self._lock = threading.Lock()
 
     def _import(self):
@@ -122,7 +124,7 @@ class CompiledKernel:
 
     def on_disk(self) -> bool:
         """Whether Numba's cache probably holds this kernel (see ``on_disk``)."""
-        return on_disk(self.path, "kernel")
+        return not self.in_process and on_disk(self.path, "kernel")
 
     @property
     def ready(self) -> bool:
@@ -134,10 +136,16 @@ class CompiledKernel:
     def opts(self, parallel: bool) -> dict:
         """Numba's options for this kernel, in ``compile_worker``'s form (no fast-math
         flags: float sums keep their pairwise order, see ``numba_backend.pairwise``)."""
-        return {"fastmath": [], "parallel": parallel}
+        opts = {"fastmath": [], "parallel": parallel}
+        if self.in_process:
+            opts["cache"] = False
+        return opts
 
-    def job(self, parallel: bool) -> dict:
-        """The compile of one variant, as a compile worker's job."""
+    def job(self, parallel: bool) -> dict | None:
+        """The compile of one variant, as a compile worker's job (None: it compiles in
+        this process, ``workers.Pool.submit``)."""
+        if self.in_process:
+            return None
         return {"module": self.module.__name__, "path": self.path,
                 "func": "kernel_par" if parallel else "kernel",
                 "opts": self.opts(parallel), "sig": signature_spec(self.kernel)}
@@ -150,7 +158,7 @@ class CompiledKernel:
         try:
             disp.compile(self.sig)
         except Exception as e:   # a corrupt cache entry: compile without the cache
-            if not _is_cache_error(e):
+            if not _is_cache_error(e) or self.in_process:
                 raise
             logger.warning("tracer: kernel cache entry %s unreadable (%s); recompiling",
                            self.path, e)

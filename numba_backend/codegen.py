@@ -38,7 +38,9 @@ RT = "rt"      # alias of numba_backend.scalar in generated code
 # The backend-neutral helper modules that lowering rules name in ``ctx.call`` (e.g.
 # ``"scalar.sign_f"``, ``"vecmath.exp_f32"``) and the modules of this backend that
 # implement them; any other module name is imported as it is (``lax.special_kernels``).
-HELPER_MODULES = {"scalar": "numba_backend.scalar", "vecmath": "numba_backend.vecmath"}
+# ``ffi`` names users' Numba functions by token (numba_backend.user_functions).
+HELPER_MODULES = {"scalar": "numba_backend.scalar", "vecmath": "numba_backend.vecmath",
+                  "ffi": "numba_backend.user_functions"}
 
 
 def resolve(fnref: FnRef) -> FnRef:
@@ -270,12 +272,16 @@ def _cast_result(inner: str, dt: np.dtype) -> str:
 
 class KernelSource:
     """The generated module for one kernel: ``text`` (the full source), ``key`` (sha256 of
-    the text: the cache key), the argument names."""
+    the text: the cache key), the argument names; ``in_process``: it calls users' Numba
+    functions, so it compiles in this process, without Numba's disk cache
+    (numba_backend.user_functions)."""
 
     def __init__(self, text: str, key: str, arg_names: tuple):
+        from numba_backend.user_functions import calls_user_functions
         self.text = text
         self.key = key
         self.arg_names = arg_names
+        self.in_process = calls_user_functions(text)
 
 
 _HELPER_HASH = None

@@ -16,6 +16,9 @@ emitted as statements inside a real ``for`` (scan), ``while`` (while) or ``if``/
   contiguous (batch, free, contracting) views, integer types by loops), from the step's
   avals and params;
 - a ``reshape_view`` library call is a reshape of the buffer;
+- a ``numba_call`` library call calls the user's kernel as a Numba function (through
+  ``numba_backend.user_functions``; such a driver compiles in this process, without the
+  disk cache);
 - a nested control-flow call is emitted inline: nested loops are nested loops.
 
 Every buffer (step outputs, carries, stacked ys) and every reshaped view of a buffer that
@@ -129,6 +132,7 @@ class _Gen:
         self.swapped: set = set()       # carry buffers: rebound every iteration
         self.counter = 0
         self.flags = _flags()
+        self.user = False               # calls a user's kernel (numba_call)
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -277,10 +281,25 @@ class _Gen:
             outs = [self.dot(step, ins)]
         elif step.kind == "reshape_view":
             outs = [self.reshape(ins[0], params["shape"])]
+        elif step.kind == "numba_call":
+            outs = self.numba_call(step, ins)
         else:
             raise NotCompilable(f"library call {step.name}")
         for o, v in zip(step.outs, outs):
             env[o] = v
+
+    def numba_call(self, step, ins):
+        """The user's kernel called as a Numba function (numba_backend.user_functions),
+        on the operand buffers and fresh output buffers, static params by keyword."""
+        p = dict(step.params)
+        k = p["kernel"]
+        outs = [self.alloc(a) for a in step.out_avals]
+        self.user = True
+        kw = "".join(f", {n}={_static_code(v)}" for n, v in p["statics"])
+        self.line(f"# numba_call {k.name}: ({', '.join(a.str_short() for a in step.in_avals)})"
+                  f" -> ({', '.join(a.str_short() for a in step.out_avals)})")
+        self.line(f"{_UF}.{k.token}({', '.join(list(ins) + outs)}{kw})")
+        return outs
 
     # -- control flow --
     def control(self, spec, ins):
@@ -393,6 +412,17 @@ class _Gen:
         v = self.alloc(out_a)
         self.line(f"{name}({ins[0]}, {ins[1]}, {v})")
         return v
+
+
+_UF = "uf"      # alias of numba_backend.user_functions in drivers
+
+
+def _static_code(v) -> str:
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if isinstance(v, int):
+        return str(v)
+    return codegen._float_lit(float(v))
 
 
 def _prod_code(arr, dims) -> str:
@@ -522,16 +552,23 @@ def _kernel_for_driver(module, func, opts, sig):
 
 
 class Driver:
-    """A generated driver module and its compiled function."""
+    """A generated driver module and its compiled function. ``in_process``: it calls
+    users' Numba functions (a numba_call, or a kernel calling one), so it compiles in
+    this process and never from or into Numba's disk cache
+    (numba_backend.user_functions)."""
 
     def __init__(self, text, key, kernels):
+        from numba_backend.user_functions import calls_user_functions
         self.text = text
         self.key = key
         self.kernels = kernels
+        self.in_process = calls_user_functions(text) or \
+            any(h.in_process for h, _ in kernels.values())
         self.path = os.path.join(cache._kernel_dir(), f"d_{key[:32]}.py")
         cache._write_source(self.path, text)
         self.module = self._import()
-        self.fn = dispatcher(self.module, "driver", {})
+        self.fn = dispatcher(self.module, "driver", {"cache": False} if self.in_process
+                             else {})
         self.compiled = False
         self.failed = None
         self.job = None      # Future of a compile worker's reply
@@ -547,6 +584,9 @@ class Driver:
         spec.loader.exec_module(mod)
         sys.modules[name] = mod
         return mod
+
+    def on_disk(self) -> bool:
+        return not self.in_process and cache.on_disk(self.path, "driver")
 
 
 def _driver_for(text, kernels) -> Driver:
@@ -573,6 +613,8 @@ def build_source(spec):
     em.line("from numba.extending import register_jitable")
     if any("matmul_into(" in src for src in g.helpers.values()):
         em.line("from numba_backend.blas import matmul_into")
+    if g.user:
+        em.line(f"import numba_backend.user_functions as {_UF}")
     for src in g.helpers.values():
         em.line("")
         em.line("")
@@ -626,9 +668,12 @@ class CompiledRunner:
                 + [array_spec(self.buffers[b][0], len(shape), False)
                    for b, shape in self.views])
 
-    def _job(self) -> dict:
-        """The driver's compile as a compile worker's job (its kernels as globals)."""
+    def _job(self) -> dict | None:
+        """The driver's compile as a compile worker's job (its kernels as globals); None
+        for a driver compiled in this process (``Driver.in_process``)."""
         d = self.driver
+        if d.in_process:
+            return None
         return {"module": d.module.__name__, "path": d.path, "func": "driver", "opts": {},
                 "sig": self._sig_spec(),
                 "globals": [{"name": n, "module": h.module.__name__, "path": h.path,
@@ -649,9 +694,14 @@ class CompiledRunner:
                 return
             t0 = time.perf_counter()
             try:
-                cached = cache.on_disk(d.path, "driver")
+                cached = d.on_disk()
                 for name, (h, spec) in d.kernels.items():
-                    if cached:
+                    if h.in_process:
+                        # its executor's dispatcher, compiled for ``spec`` (no disk cache
+                        # to load a second copy from)
+                        disp = h.serial()
+                        disp.disable_compile()
+                    elif cached:
                         # a cached driver holds its kernels' code: loading it needs the
                         # globals only if the entry turns out stale (then they compile)
                         disp = dispatcher(h.module, "kernel", h.opts(False))
@@ -682,7 +732,7 @@ class CompiledRunner:
         d = self.driver
         if config.jit_compile != "async" or d.compiled or d.failed is not None:
             return
-        if d.job is None and not cache.on_disk(d.path, "driver"):
+        if d.job is None and not d.on_disk():
             from numba_backend.workers import pool
             d.job = pool.submit(self._job(), self._compile)
 
@@ -692,7 +742,7 @@ class CompiledRunner:
         if config.debug_kernels or mode == "none" or d.failed is not None:
             return self.host(arrays)
         if not d.compiled:
-            if mode == "async" and not (d.job is None and cache.on_disk(d.path, "driver")):
+            if mode == "async" and not (d.job is None and d.on_disk()):
                 # (a driver already in the disk cache loads at once, below)
                 from numba_backend.workers import pool
                 if d.job is None:

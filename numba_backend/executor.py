@@ -41,8 +41,9 @@ from tracer.jaxpr import eval_jaxpr_impls
 
 logger = logging.getLogger("tracer")
 STRICT = os.environ.get("TRACER_STRICT_LOWERING", "") not in ("", "0")
-# Library calls whose implementation compiles nothing (or has its own compile path).
-_UNPRIMED_KINDS = {"dot_general", "reshape_view", "scan", "while", "cond"}
+# Library calls whose implementation compiles nothing (or has its own compile path; a
+# user's kernel, numba_call, exists in this process only).
+_UNPRIMED_KINDS = {"dot_general", "reshape_view", "scan", "while", "cond", "numba_call"}
 _PRIME_MAX_BYTES = 64 << 20
 
 

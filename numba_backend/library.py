@@ -17,6 +17,7 @@ what runs:
 - ``reduce_window``, ``select_and_scatter_add``, ``select_and_gather_add``,
   ``cumulative``: padding in NumPy around the kernels of ``window_kernels``;
 - ``threefry2x32``, ``rng_bit_generator``: the hashes of ``random_kernels``;
+- ``numba_call``: a user's Numba kernel (``lax.ffi``), called on the operands;
 - ``scan``, ``while``, ``cond``: the control-flow runners (``numba_backend.control_flow``:
   a generated driver, or a Python loop around the bodies' Executables).
 
@@ -667,3 +668,14 @@ def control_flow_call(*arrays, spec):
     """scan/while/cond (``spec``: a ``lowering.ir.ControlFlowSpec``) through its runner."""
     from numba_backend.control_flow import runner_for
     return runner_for(spec)(arrays)
+
+
+# --------------------------------------- user kernels -------------------------------------
+
+@register("numba_call")
+def numba_call_call(*arrays, kernel, result_avals, statics):
+    """A user's Numba kernel (``lax.ffi.numba_call``) on the operands: its dispatcher
+    called from here, outputs allocated here. Inside a compiled loop the driver calls the
+    kernel itself (numba_backend.control_flow)."""
+    from lax.ffi import run_kernel
+    return run_kernel(kernel, arrays, result_avals, statics)

@@ -97,12 +97,13 @@ class Pool:
                 return w
             return min(self._workers, key=lambda w: len(w.pending))
 
-    def submit(self, job: dict, fallback) -> Future:
+    def submit(self, job: dict | None, fallback) -> Future:
         """Compile ``job`` in a worker; ``fallback()`` (in a thread of this process)
-        where no worker can be started."""
+        where no worker can be started, or when ``job`` is None (code calling users'
+        Numba functions, which only this process holds)."""
         fut: Future = Future()
-        job = dict(job, id=next(self._ids), tries=0)
-        if not self.broken:
+        if job is not None and not self.broken:
+            job = dict(job, id=next(self._ids), tries=0)
             try:
                 self._worker().submit(job, fut)
                 return fut

@@ -21,7 +21,7 @@ def test_subpackages_are_attributes_after_import_tracer_without_numba():
     code = ("import sys, tracer\n"
             "import numpy as np\n"
             "for m in ('scipy.linalg', 'scipy.special', 'ops', 'numpy.linalg', 'numpy.fft',\n"
-            "          'random', 'nn', 'tree_util', 'lax', 'debug'):\n"
+            "          'random', 'nn', 'tree_util', 'lax', 'debug', 'ffi'):\n"
             "    obj = tracer\n"
             "    for part in m.split('.'):\n"
             "        obj = getattr(obj, part)\n"

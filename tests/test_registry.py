@@ -80,6 +80,7 @@ OWN_TESTS = {
     "lax.tokens": "tests/lax/test_lax_extras.py",
     "lax.solves": "tests/lax/test_lax_extras.py",
     "lax.callbacks": "tests/test_callbacks.py",
+    "lax.ffi": "tests/test_ffi.py",
 }
 RECORD_EXEMPT = {"stop_gradient": "tests/test_autodiff.py"}
 

@@ -28,6 +28,7 @@ _EXPORTS = {
 # module -> attribute name on ``tracer``
 _SUBMODULES = {
     "tracer.debug": "debug",
+    "tracer.ffi": "ffi",
     "tracer.nn": "nn",
     "tracer.ops": "ops",
     "tracer.scipy": "scipy",

@@ -88,3 +88,64 @@ scalar_exprs[softsign_p] = _softsign_lower
 f = tracer.jit(lambda v: softsign(v) * 2.0 + 1.0)
 check_jit(lambda v: softsign(v) * 2.0 + 1.0, (np.linspace(-4, 4, 9),), atol=1e-15)
 print(f.lower(np.linspace(-4, 4, 9)).as_text().split("# generated source")[1][:900])
+
+# %% [markdown]
+# ## 7. Without writing rules: your own Numba kernels
+#
+# `tracer.ffi` makes a primitive out of a `numba.njit` function, for code that is
+# easiest to write as loops (XLA's custom calls; `jax.ffi` for C++ kernels).
+#
+# `numba_elementwise(scalar_fn, jvp=partials)` applies a scalar function element by
+# element, with broadcasting; `jvp` lists one scalar partial derivative per argument.
+# Under `jit` the call fuses into the neighbouring loop like a built-in op: the program
+# below is ONE kernel, which calls `softsign_nb` from its loop.
+
+# %%
+import numba
+from tracer import ffi
+
+
+@numba.njit
+def softsign_nb(x):
+    return x / (1.0 + abs(x))
+
+
+@numba.njit
+def softsign_nb_dx(x):
+    return 1.0 / (1.0 + abs(x)) ** 2
+
+
+softsign2 = ffi.numba_elementwise(softsign_nb, jvp=softsign_nb_dx)
+g = tracer.jit(lambda v: tnp.sin(softsign2(v) * 2) + 1)
+xs = np.linspace(-4, 4, 9)
+print(g(xs))
+print(tracer.grad(lambda v: tnp.sum(softsign2(v)))(x))    # the same as softsign's above
+print(g.lower(xs).as_text().count("# generated source of kernel"), "kernel")
+
+# %% [markdown]
+# `numba_call(kernel, result_shape_dtypes, *args, **static)` calls a kernel that writes its
+# outputs: `kernel(*args, *outs, **static)`, `outs` allocated by tracer from
+# `result_shape_dtypes`, static Python scalars passed by keyword. Inside a compiled loop
+# (`scan`, `fori_loop`, `while_loop`) the loop's driver calls the kernel directly, with
+# no Python per iteration. `vmap` needs a `vmap_method` (as `pure_callback`), and
+# derivatives come from `tracer.custom_jvp`/`custom_vjp` around the call.
+
+
+# %%
+@numba.njit
+def damped_step(x, out, damping):
+    for i in range(x.shape[0]):
+        left = x[i - 1] if i > 0 else x[i]
+        right = x[i + 1] if i + 1 < x.shape[0] else x[i]
+        out[i] = x[i] + damping * (left + right - 2.0 * x[i])
+
+
+def diffuse(x, steps):
+    return lax.fori_loop(0, steps, lambda i, c: ffi.numba_call(
+        damped_step, tracer.ShapeDtypeStruct(c.shape, c.dtype), c, damping=0.25), x)
+
+
+heat = np.zeros(16)
+heat[8] = 1.0
+out = tracer.jit(diffuse, static_argnums=1)(heat, 20)
+print(np.round(np.asarray(out), 3), float(out.sum()))     # the heat spreads, its sum stays
