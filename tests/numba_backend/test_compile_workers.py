@@ -85,7 +85,9 @@ def test_a_killed_worker_is_replaced(async_tier):
     f = lambda x: tnp.arcsinh(x) - 0.375 * x     # compiled by a fresh worker
     x = np.linspace(-2, 2, 7)
     jf = tracer.jit(f)
-    np.testing.assert_array_equal(np.asarray(jf(x)), np.asarray(f(x)))
+    # (compiled arcsinh is libm's, NumPy's may be its own SIMD routine: an ulp apart, and
+    # the first call is compiled already where an earlier run left the kernel on disk)
+    np.testing.assert_allclose(np.asarray(jf(x)), np.asarray(f(x)), rtol=1e-14)
     ex = _executable(jf, x)
     ex.wait()
     assert ex.state == "ready"
