@@ -128,6 +128,7 @@ class Executable:
         self._jobs = None    # [(kernel handle, Future of its compile worker's reply)]
         self._primes = []    # Futures of the library calls' priming jobs (numba-backed)
         self._lock = threading.Lock()
+        self._plan_compiled = None
 
     # -- planning: slots, per-step closures --
     def _plan(self):
@@ -293,8 +294,97 @@ class Executable:
         return eval_numpy(closed.jaxpr, closed.consts, args)
 
     # -- compiled tier --
-    def run_compiled(self, args, debug=False):
+    def _compiled_steps(self):
+        """The steps as tuples of what running them needs, looked up once: slots, output
+        shapes and dtypes, kernel params, implementations (the per-step dictionary and
+        attribute lookups cost more than a small kernel's run)."""
         p = self.program
+        bufs = p.buffers
+        slot = self.slot
+        plan = []
+        k = 0
+        for i, step in enumerate(p.steps):
+            frees = tuple(self.frees[i])
+            if isinstance(step, KernelStep):
+                h = self.handles[k]
+                k += 1
+                kern = step.kernel
+                f16 = any(np.dtype(bufs[x].dtype) == _F16 for x in step.ins + step.outs)
+                work = 1
+                for n in step.iparams[:kern.ndim]:
+                    work *= n
+                ip, fp = self.kernel_params[id(step)]
+                plan.append(("k", step, h, tuple(slot[x] for x in step.ins),
+                             tuple((slot[o], tuple(bufs[o].shape), np.dtype(bufs[o].dtype))
+                                   for o in step.outs),
+                             step.flat, f16, ip, fp,
+                             work if kern.parallel_dim is not None else None,
+                             bool(kern.reductions or all(step.iparams[:kern.ndim])), frees))
+            elif isinstance(step, LibraryCall) and step.kind == "reshape_view":
+                # a view of a read-only C-contiguous array is one, of the same dtype
+                plan.append(("v", slot[step.ins[0]], slot[step.outs[0]],
+                             tuple(dict(step.params)["shape"]), frees))
+            elif isinstance(step, LibraryCall):
+                fn, params = self.library_calls[id(step)]
+                plan.append(("l", step, fn, params, tuple(slot[x] for x in step.ins),
+                             frees))
+            else:
+                plan.append(("h", step, frees))
+        return plan
+
+    def run_compiled(self, args, debug=False):
+        if debug:
+            return self._run_compiled_debug(args)
+        plan = self._plan_compiled
+        if plan is None:
+            plan = self._plan_compiled = self._compiled_steps()
+        env = [None] * self.n_slots
+        for s, a in zip(self.in_slots, args):
+            env[s] = _prep(a)
+        for s, v in self.const_values:
+            env[s] = v
+        empty = np.empty
+        for entry in plan:
+            kind = entry[0]
+            if kind == "k":
+                (_, step, h, ins, outs, flat, f16, ip, fp, work, run, frees) = entry
+                if f16:     # (float16 travels as its uint16 bits)
+                    self._run_kernel(step, h, env, False, config.parallel_threshold)
+                else:
+                    vals = [env[s] for s in ins]
+                    res = [empty(shape, dt) for _, shape, dt in outs]
+                    fn = h._serial
+                    if fn is None:
+                        fn = h.serial()
+                    if work is not None and work >= config.parallel_threshold and \
+                            _parallel_ok():
+                        fn = self._parallel_fn(h, fn)
+                    if run:
+                        if flat:
+                            fn(*[v.reshape(-1) if v.ndim > 1 else v for v in vals],
+                               *[o.reshape(-1) if o.ndim > 1 else o for o in res], ip, fp)
+                        else:
+                            fn(*vals, *res, ip, fp)
+                    for (sl, _, _), a in zip(outs, res):
+                        a.flags.writeable = False
+                        env[sl] = a
+            elif kind == "v":
+                _, src, dst, shape, frees = entry
+                env[dst] = env[src].reshape(shape)
+            elif kind == "l":
+                _, step, fn, params, ins, frees = entry
+                self._store(step.outs, fn(*[env[s] for s in ins], **params), env)
+            else:
+                _, step, frees = entry
+                self._run_host(step, env)
+            for s in frees:
+                env[s] = None
+        return [env[r] if kind == "slot" else r for kind, r in self.out_refs]
+
+    def _run_compiled_debug(self, args):
+        """The compiled tier with the kernels' Python functions (``debug_kernels``)."""
+        p = self.program
+        debug = True
         env = [None] * self.n_slots
         for s, a in zip(self.in_slots, args):
             env[s] = _prep(a)
