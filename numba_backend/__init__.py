@@ -13,7 +13,8 @@
   kernel modules ``conv_kernels``, ``sort_kernels``, ``indexing_kernels``,
   ``window_kernels``, ``random_kernels``;
 - ``control_flow``: scan/while/cond as generated driver functions (or Python loops
-  around the bodies' Executables), one runner per ``ControlFlowSpec``.
+  around the bodies' Executables), one runner per ``ControlFlowSpec``; ``blas``: the
+  drivers' matrix products (Numba's GEMM wrapper as an intrinsic, not ``np.dot``).
 
 ``lowering`` (the compiler's data and passes) never imports this package; this package
 imports ``lowering.ir`` and reads the Programs it makes.
