@@ -186,7 +186,11 @@ def test_expm1_complex():
                      complex(np.expm1(-1.0), -0.0), complex(0.0, 0.0)])
     for f in (tnp.expm1, tracer.jit(tnp.expm1)):
         got = np.asarray(f(z))
-        np.testing.assert_array_equal(got.real, want.real)
+        # (real expm1 at +-1 is libm's or NumPy's own SIMD routine, an ulp apart on CPUs
+        # with AVX-512: within 2 ulp there, exact everywhere else)
+        special = [0, 1, 2, 3, 4, 5, 6, 9]
+        np.testing.assert_array_equal(got.real[special], want.real[special])
+        np.testing.assert_allclose(got.real[[7, 8]], want.real[[7, 8]], rtol=4.5e-16, atol=0)
         np.testing.assert_array_equal(np.abs(got.imag), np.abs(want.imag))  # ± 0 allowed
         exact = [0, 1, 5, 6, 7, 8, 9]
         np.testing.assert_array_equal(np.signbit(got.imag[exact]),
