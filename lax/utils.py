@@ -75,6 +75,32 @@ def is_python_scalar(x) -> bool:
     return type(x) in (bool, int, float, complex)
 
 
+_weak_scalars: dict = {}
+
+
+def _weak_scalar(fname, a, dt):
+    """Python scalar ``a`` as a weakly typed Array of ``dt`` (made once per type, value and
+    dtype: the eager path meets the same constants again and again; zeros are made anew,
+    as -0.0 == 0.0 would share a key, and NaNs, which equal no key)."""
+    key = (type(a), a, dt)
+    cache = a and a == a      # (not zeros, not NaNs: those never find their key)
+    hit = _weak_scalars.get(key) if cache else None
+    if hit is not None:
+        return hit
+    if dt.kind in "iu" and type(a) is float:
+        raise TypeError(f"{fname}: cannot combine the float scalar {a!r} with an "
+                        f"integer array of dtype {dt}; convert explicitly")
+    if dt.kind != "c" and type(a) is complex:
+        raise TypeError(f"{fname}: cannot combine the complex scalar {a!r} with "
+                        f"an array of dtype {dt}")
+    out = Array(dtypes.scalar_to_dtype(a, dt), weak_type=True)
+    if cache:
+        if len(_weak_scalars) > 4096:
+            _weak_scalars.clear()
+        _weak_scalars[key] = out
+    return out
+
+
 def promote_weak_scalars(fname: str, *args):
     """lax-style binary ops take arrays of one dtype; Python scalars (weak) adopt the
     dtype of the array operands (``lax.mul(x_f32, 2.0)`` is float32)."""
@@ -83,19 +109,13 @@ def promote_weak_scalars(fname: str, *args):
             break
     else:
         return args
-    strong = [a for a in args if not is_python_scalar(a)]
+    strong = [a for a in args if type(a) not in _PY_SCALAR_TYPES]
     if strong:
         dt = get_aval(strong[0]).dtype
         out = []
         for a in args:
-            if is_python_scalar(a):
-                if dtypes.is_integer(dt) and isinstance(a, float):
-                    raise TypeError(f"{fname}: cannot combine the float scalar {a!r} with an "
-                                    f"integer array of dtype {dt}; convert explicitly")
-                if not dtypes.is_complex(dt) and isinstance(a, complex):
-                    raise TypeError(f"{fname}: cannot combine the complex scalar {a!r} with "
-                                    f"an array of dtype {dt}")
-                out.append(Array(dtypes.scalar_to_dtype(a, dt), weak_type=True))
+            if type(a) in _PY_SCALAR_TYPES:
+                out.append(_weak_scalar(fname, a, dt))
             else:
                 out.append(a)
         return tuple(out)
@@ -183,12 +203,40 @@ def standard_naryop(name: str, impl: Callable, allowed=_num, nargs: int = 2,
     return p
 
 
+try:    # NumPy >= 2: the error state is a context variable holding an "extobj"
+    from numpy._core._multiarray_umath import _make_extobj
+    from numpy._core._ufunc_config import _extobj_contextvar
+except ImportError:     # another layout: np.errstate itself
+    _extobj_contextvar = None
+_quiet = [None, None]   # [the state it was made from, the same state ignoring all errors]
+
+
+def _ignoring_state():
+    """The current error state with every floating-point error ignored (made once per
+    state: ``np.errstate`` costs more than a small ufunc call, the eager path's impls
+    need only this)."""
+    cur = _extobj_contextvar.get()
+    last, quiet = _quiet
+    if cur is not last:
+        quiet = _make_extobj(all="ignore")
+        _quiet[:] = [cur, quiet]
+    return quiet
+
+
 def np_errstate(fn):
     """Run a NumPy impl without floating-point warnings (IEEE results are the semantics)."""
 
-    def wrapped(*args, **kw):
-        with np.errstate(all="ignore"):
-            return fn(*args, **kw)
+    if _extobj_contextvar is None:
+        def wrapped(*args, **kw):
+            with np.errstate(all="ignore"):
+                return fn(*args, **kw)
+    else:
+        def wrapped(*args, **kw):
+            token = _extobj_contextvar.set(_ignoring_state())
+            try:
+                return fn(*args, **kw)
+            finally:
+                _extobj_contextvar.reset(token)
 
     wrapped.__name__ = getattr(fn, "__name__", "impl")
     # eval_jaxpr_impls enters errstate once per jaxpr and calls the impl itself

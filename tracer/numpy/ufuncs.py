@@ -14,7 +14,7 @@ import lax
 # comes first, this module is imported while the ``lax`` package is still empty
 from lax import elementwise as lax_ew
 from tracer import dtypes
-from tracer.core import get_aval
+from tracer.core import Array, Tracer, get_aval
 from tracer.numpy.util import (as_operand, check_arraylike, promote_args,
                                promote_args_inexact, promote_dtypes, promote_dtypes_inexact)
 
@@ -25,6 +25,8 @@ def _dt(x):
 
 def _unary(lax_fn, inexact=False, name=None):
     def f(x, /):
+        if isinstance(x, (Array, Tracer)) and (not inexact or x.aval.dtype.kind in "fc"):
+            return lax_fn(x)      # (one operand of a float dtype: nothing to promote)
         check_arraylike(name, x)
         (x,) = promote_dtypes_inexact(x) if inexact else promote_dtypes(x)
         return lax_fn(x)
@@ -33,8 +35,27 @@ def _unary(lax_fn, inexact=False, name=None):
     return f
 
 
-def _binary(lax_fn, inexact=False, name=None):
+def _float_and_scalar(x1, x2) -> bool:
+    """An Array/Tracer of a float or complex dtype and a Python float or int (a weak
+    scalar): the promoted dtype is the array's, which the lax op's own handling of
+    weak scalars (``lax.utils.promote_weak_scalars``) gives without the general
+    promotion's conversions. Python ints beyond int64 take the general path (its error)."""
+    if isinstance(x1, (Array, Tracer)):
+        a, s = x1, x2
+    elif isinstance(x2, (Array, Tracer)):
+        a, s = x2, x1
+    else:
+        return False
+    t = type(s)
+    if t is not float and not (t is int and -2 ** 63 <= s < 2 ** 63):
+        return False
+    return a.aval.dtype.kind in "fc"
+
+
+def _binary(lax_fn, inexact=False, name=None, scalar_fast=False):
     def f(x1, x2, /):
+        if scalar_fast and _float_and_scalar(x1, x2):
+            return lax_fn(x1, x2)
         args = promote_args_inexact(name, x1, x2) if inexact else promote_args(name, x1, x2)
         return lax_fn(*args)
     f.__name__ = name
@@ -48,17 +69,17 @@ def _add_or(x, y):
 
 
 _add_or.__name__ = "add"
-add = _binary(_add_or, name="add")
-subtract = _binary(lax_ew.sub, name="subtract")
-multiply = _binary(lax_ew.mul, name="multiply")
-maximum = _binary(lax_ew.max, name="maximum")
-minimum = _binary(lax_ew.min, name="minimum")
-equal = _binary(lax_ew.eq, name="equal")
-not_equal = _binary(lax_ew.ne, name="not_equal")
-less = _binary(lax_ew.lt, name="less")
-less_equal = _binary(lax_ew.le, name="less_equal")
-greater = _binary(lax_ew.gt, name="greater")
-greater_equal = _binary(lax_ew.ge, name="greater_equal")
+add = _binary(_add_or, name="add", scalar_fast=True)
+subtract = _binary(lax_ew.sub, name="subtract", scalar_fast=True)
+multiply = _binary(lax_ew.mul, name="multiply", scalar_fast=True)
+maximum = _binary(lax_ew.max, name="maximum", scalar_fast=True)
+minimum = _binary(lax_ew.min, name="minimum", scalar_fast=True)
+equal = _binary(lax_ew.eq, name="equal", scalar_fast=True)
+not_equal = _binary(lax_ew.ne, name="not_equal", scalar_fast=True)
+less = _binary(lax_ew.lt, name="less", scalar_fast=True)
+less_equal = _binary(lax_ew.le, name="less_equal", scalar_fast=True)
+greater = _binary(lax_ew.gt, name="greater", scalar_fast=True)
+greater_equal = _binary(lax_ew.ge, name="greater_equal", scalar_fast=True)
 arctan2 = _binary(lax_ew.atan2, inexact=True, name="arctan2")
 atan2 = arctan2
 
