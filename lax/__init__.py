@@ -15,16 +15,18 @@ import tracer  # noqa: F401  (the layers below and above lax, in order)
 from lax.elementwise import (
     RoundingMethod, abs, add, atan2, bitcast_convert_type, bitwise_and, bitwise_not,
     bitwise_or, bitwise_xor, cbrt, ceil, clamp, clz, complex, conj, convert_element_type, cos,
-    div, eq, eq_total_order, erf, exp, exp2, expm1, floor, ge, gt, imag, integer_pow,
+    div, eq, eq_total_order, erf, exp, exp2, expm1, floor, ge, ge_total_order, gt,
+    gt_total_order, imag, integer_pow,
     is_finite, le, le_total_order, log, log1p, logistic, lt, lt_total_order, max, min, mul, ne,
+    ne_total_order,
     neg, population_count, pow, real, reciprocal, reduce_precision, rem, round,
     round_nearest_even, rsqrt, select, select_n, shift_left, shift_right_arithmetic,
     shift_right_logical, sign, sin, sqrt, square, sub, tan, tanh)
 from lax.elementwise import (
     abs_p, add_p, and_p, atan2_p, bitcast_convert_type_p, cbrt_p, ceil_p, clamp_p, clz_p,
     complex_p, conj_p, convert_element_type_p, cos_p, div_p, eq_p, eq_to_p, erf_p, exp_p,
-    exp2_p, expm1_p, floor_p, ge_p, gt_p, imag_p, integer_pow_p, is_finite_p, le_p, le_to_p,
-    log_p, log1p_p, logistic_p, lt_p, lt_to_p, max_p, min_p, mul_p, ne_p, neg_p, not_p, or_p,
+    exp2_p, expm1_p, floor_p, ge_p, ge_to_p, gt_p, gt_to_p, imag_p, integer_pow_p, is_finite_p, le_p, le_to_p,
+    log_p, log1p_p, logistic_p, lt_p, lt_to_p, max_p, min_p, mul_p, ne_p, ne_to_p, neg_p, not_p, or_p,
     population_count_p, pow_p, real_p, reduce_precision_p, rem_p, round_p, rsqrt_p,
     select_n_p, shift_left_p, shift_right_arithmetic_p, shift_right_logical_p, sign_p, sin_p,
     sqrt_p, square_p, sub_p, tan_p, tanh_p, xor_p)

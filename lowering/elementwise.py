@@ -293,6 +293,9 @@ def _total_compare(name):
 scalar_exprs[ew.eq_to_p] = _total_compare("eq")
 scalar_exprs[ew.lt_to_p] = _total_compare("lt")
 scalar_exprs[ew.le_to_p] = _total_compare("le")
+scalar_exprs[ew.ne_to_p] = _total_compare("ne")
+scalar_exprs[ew.gt_to_p] = _total_compare("gt")
+scalar_exprs[ew.ge_to_p] = _total_compare("ge")
 
 
 def _select_n(ctx, which, *cases):
