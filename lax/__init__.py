@@ -99,7 +99,7 @@ from lax.windowed import (cumlogsumexp_p, cummax_p, cummin_p, cumprod_p, cumsum_
                           select_and_gather_add_p, select_and_scatter_add_p)
 from lax.helpers_extra import (
     PrecisionLike, approx_max_k, approx_min_k, broadcast_like, broadcast_shapes,
-    conv_general_dilated_local, conv_transpose_shape_tuple, dtype, empty,
+    conv_general_dilated_local, conv_transpose_shape_tuple, dtype, empty, get_dimension_size,
     reduce_window_shape_tuple, scaled_dot, shape_as_value, split, stack, stage, unstack,
     with_sharding_constraint)
 from lax.ragged import RaggedDotDimensionNumbers, ragged_dot, ragged_dot_general

@@ -1,7 +1,7 @@
 """jax.lax helpers that are compositions of the primitives of the other families: shape and
 dtype utilities (``broadcast_shapes``, ``broadcast_like``, ``dtype``, ``empty``,
 ``split``, ``stack``, ``unstack``, ``conv_transpose_shape_tuple``,
-``reduce_window_shape_tuple``, ``shape_as_value``), the single-device no-ops
+``reduce_window_shape_tuple``, ``shape_as_value``, ``get_dimension_size``), the single-device no-ops
 (``with_sharding_constraint``, ``stage``), ``approx_max_k`` / ``approx_min_k`` (exact),
 the unshared convolution ``conv_general_dilated_local`` and ``scaled_dot``.
 
@@ -191,6 +191,36 @@ def shape_as_value(shape):
     shape = canonicalize_shape(shape, "shape_as_value")
     big = any(d > np.iinfo(np.int32).max for d in shape)
     return Array(np.asarray(shape, np.int64 if big else np.int32).reshape(len(shape)))
+
+
+def get_dimension_size(operand, dimension: int):
+    """The size of ``operand``'s ``dimension`` as an int32 scalar. Semantics: XLA
+    Operation semantics, 'GetDimensionSize' (StableHLO get_dimension_size: a
+    ``tensor<i32>``). Shapes are static here, so the result is a constant: under jit it
+    folds into the program, under vmap it is the size of the per-example operand (the
+    batch axis is not counted) and it carries no derivative.
+
+    ``operand``: an array of rank n >= 1 (any dtype, a tracer included); ``dimension``:
+    an int in ``[0, n)``, as the spec requires (no negative indexing). Raises TypeError
+    for a non-integer ``dimension`` or a rank-0 operand, ValueError for a dimension out of
+    range or a size that does not fit int32."""
+    aval = get_aval(operand)
+    try:
+        d = operator.index(dimension)
+    except TypeError:
+        raise TypeError(f"get_dimension_size: dimension must be a Python int, got "
+                        f"{type(dimension).__name__}; pass a static dimension number") from None
+    if aval.ndim == 0:
+        raise TypeError(f"get_dimension_size: operand {aval.str_short()} has no dimensions; "
+                        f"the spec asks for an array of rank >= 1")
+    if not 0 <= d < aval.ndim:
+        raise ValueError(f"get_dimension_size: dimension {d} is not in [0, {aval.ndim}) for "
+                         f"operand {aval.str_short()}; pass a dimension in [0, {aval.ndim})")
+    size = aval.shape[d]
+    if size > np.iinfo(np.int32).max:
+        raise ValueError(f"get_dimension_size: size {size} of dimension {d} of "
+                         f"{aval.str_short()} does not fit the int32 result")
+    return Array(np.asarray(size, np.int32))
 
 
 # ================================== single-device no-ops ===================================

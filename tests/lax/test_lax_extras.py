@@ -168,6 +168,33 @@ def test_shape_as_value_and_sharding_noop():
     assert lax.PrecisionLike is not None
 
 
+def test_get_dimension_size():
+    x = np.zeros((3, 0, 1, 7), np.float32)
+    for d, n in enumerate(x.shape):                   # empty and size-1 dims included
+        v = lax.get_dimension_size(x, d)
+        assert v.dtype == np.int32 and v.shape == () and int(v) == n
+        assert not v.aval.weak_type
+    # under jit a constant of the traced operand's shape; under vmap the per-example size
+    f = tracer.jit(lambda x: x.sum() * lax.get_dimension_size(x, 1))
+    assert float(f(np.ones((2, 5)))) == 50.0
+    check_jit(lambda x: lax.get_dimension_size(x, 0) + x, (np.arange(4),))
+    assert "get_dimension_size" not in str(tracer.make_jaxpr(
+        lambda x: lax.get_dimension_size(x, 0))(np.ones(3)))
+    out = tracer.vmap(lambda r: lax.get_dimension_size(r, 0) * r)(np.ones((4, 6)))
+    np.testing.assert_array_equal(np.asarray(out), np.full((4, 6), 6.0))
+    g = tracer.grad(lambda x: (x * lax.get_dimension_size(x, 0)).sum())(np.ones(3))
+    np.testing.assert_array_equal(np.asarray(g), [3.0, 3.0, 3.0])
+    with pytest.raises(ValueError, match=r"get_dimension_size: dimension 4 is not in "
+                                         r"\[0, 4\) for operand f32\[3,0,1,7\]"):
+        lax.get_dimension_size(x, 4)
+    with pytest.raises(ValueError, match="dimension -1"):
+        lax.get_dimension_size(x, -1)
+    with pytest.raises(TypeError, match="get_dimension_size: operand f32\\[\\] has no"):
+        lax.get_dimension_size(np.float32(1), 0)
+    with pytest.raises(TypeError, match="get_dimension_size: dimension must be"):
+        lax.get_dimension_size(x, 1.0)
+
+
 def test_stage():
     s = lax.stage(2.0)
     assert isinstance(s, Array) and s.aval.weak_type
