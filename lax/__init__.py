@@ -101,7 +101,7 @@ from lax.helpers_extra import (
     PrecisionLike, approx_max_k, approx_min_k, broadcast_like, broadcast_shapes,
     conv_general_dilated_local, conv_transpose_shape_tuple, dtype, empty, get_dimension_size,
     reduce_window_shape_tuple, scaled_dot, shape_as_value, split, stack, stage, unstack,
-    with_sharding_constraint)
+    with_sharding_constraint, xla_map)
 from lax.ragged import RaggedDotDimensionNumbers, ragged_dot, ragged_dot_general
 from lax.integer_ops import mulhi, mulhi_p
 from lax.tokens import (after_all, after_all_p, create_token, create_token_p, dce_sink,
