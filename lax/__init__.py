@@ -93,10 +93,11 @@ from lax.convolution import conv_general_dilated_p
 from lax.windowed import (batch_norm_grad, batch_norm_inference, batch_norm_training,
                           cumlogsumexp, cummax, cummin, cumprod, cumsum, reduce_window,
                           reduce_window_max, reduce_window_min, reduce_window_sum,
-                          select_and_scatter_add)
+                          select_and_scatter, select_and_scatter_add)
 from lax.windowed import (cumlogsumexp_p, cummax_p, cummin_p, cumprod_p, cumsum_p,
                           reduce_window_max_p, reduce_window_min_p, reduce_window_sum_p,
-                          select_and_gather_add_p, select_and_scatter_add_p)
+                          select_and_gather_add_p, select_and_scatter_add_p,
+                          select_and_scatter_p)
 from lax.helpers_extra import (
     PrecisionLike, approx_max_k, approx_min_k, broadcast_like, broadcast_shapes,
     conv_general_dilated_local, conv_transpose_shape_tuple, dtype, empty, get_dimension_size,

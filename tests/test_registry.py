@@ -52,6 +52,8 @@ ABSENT = {
         "hyp2f1_grad": "only used inside hyp2f1's jvp (a NumPy series); first order only",
         "psend": "point-to-point transfer ordered by tokens; JAX defines no jvp either",
         "precv": "point-to-point transfer ordered by tokens; JAX defines no jvp either",
+        "select_and_scatter": "user select/scatter computations; JAX defines no jvp "
+                              "either (select_and_scatter_add carries pooling gradients)",
     },
     "batching": {
         "iota": "nullary: no operand can carry a batch dimension",
