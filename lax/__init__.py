@@ -15,16 +15,18 @@ import tracer  # noqa: F401  (the layers below and above lax, in order)
 from lax.elementwise import (
     RoundingMethod, abs, add, atan2, bitcast_convert_type, bitwise_and, bitwise_not,
     bitwise_or, bitwise_xor, cbrt, ceil, clamp, clz, complex, conj, convert_element_type, cos,
-    div, eq, eq_total_order, erf, exp, exp2, expm1, floor, ge, gt, imag, integer_pow,
+    div, eq, eq_total_order, erf, exp, exp2, expm1, floor, ge, ge_total_order, gt,
+    gt_total_order, imag, integer_pow,
     is_finite, le, le_total_order, log, log1p, logistic, lt, lt_total_order, max, min, mul, ne,
+    ne_total_order,
     neg, population_count, pow, real, reciprocal, reduce_precision, rem, round,
     round_nearest_even, rsqrt, select, select_n, shift_left, shift_right_arithmetic,
     shift_right_logical, sign, sin, sqrt, square, sub, tan, tanh)
 from lax.elementwise import (
     abs_p, add_p, and_p, atan2_p, bitcast_convert_type_p, cbrt_p, ceil_p, clamp_p, clz_p,
     complex_p, conj_p, convert_element_type_p, cos_p, div_p, eq_p, eq_to_p, erf_p, exp_p,
-    exp2_p, expm1_p, floor_p, ge_p, gt_p, imag_p, integer_pow_p, is_finite_p, le_p, le_to_p,
-    log_p, log1p_p, logistic_p, lt_p, lt_to_p, max_p, min_p, mul_p, ne_p, neg_p, not_p, or_p,
+    exp2_p, expm1_p, floor_p, ge_p, ge_to_p, gt_p, gt_to_p, imag_p, integer_pow_p, is_finite_p, le_p, le_to_p,
+    log_p, log1p_p, logistic_p, lt_p, lt_to_p, max_p, min_p, mul_p, ne_p, ne_to_p, neg_p, not_p, or_p,
     population_count_p, pow_p, real_p, reduce_precision_p, rem_p, round_p, rsqrt_p,
     select_n_p, shift_left_p, shift_right_arithmetic_p, shift_right_logical_p, sign_p, sin_p,
     sqrt_p, square_p, sub_p, tan_p, tanh_p, xor_p)
@@ -91,15 +93,16 @@ from lax.convolution import conv_general_dilated_p
 from lax.windowed import (batch_norm_grad, batch_norm_inference, batch_norm_training,
                           cumlogsumexp, cummax, cummin, cumprod, cumsum, reduce_window,
                           reduce_window_max, reduce_window_min, reduce_window_sum,
-                          select_and_scatter_add)
+                          select_and_scatter, select_and_scatter_add)
 from lax.windowed import (cumlogsumexp_p, cummax_p, cummin_p, cumprod_p, cumsum_p,
                           reduce_window_max_p, reduce_window_min_p, reduce_window_sum_p,
-                          select_and_gather_add_p, select_and_scatter_add_p)
+                          select_and_gather_add_p, select_and_scatter_add_p,
+                          select_and_scatter_p)
 from lax.helpers_extra import (
     PrecisionLike, approx_max_k, approx_min_k, broadcast_like, broadcast_shapes,
-    conv_general_dilated_local, conv_transpose_shape_tuple, dtype, empty,
+    conv_general_dilated_local, conv_transpose_shape_tuple, dtype, empty, get_dimension_size,
     reduce_window_shape_tuple, scaled_dot, shape_as_value, split, stack, stage, unstack,
-    with_sharding_constraint)
+    with_sharding_constraint, xla_map)
 from lax.ragged import RaggedDotDimensionNumbers, ragged_dot, ragged_dot_general
 from lax.integer_ops import mulhi, mulhi_p
 from lax.tokens import (after_all, after_all_p, create_token, create_token_p, dce_sink,

@@ -982,6 +982,11 @@ def _make_total_compare(name, fn):
 eq_to_p = _make_total_compare("eq_to", np.equal)
 lt_to_p = _make_total_compare("lt_to", np.less)
 le_to_p = _make_total_compare("le_to", np.less_equal)
+# JAX 0.10 has only eq/lt/le_to; the spec's TOTALORDER has all six directions, and one
+# primitive each keeps a jaxpr readable and the compiled test a single key comparison.
+ne_to_p = _make_total_compare("ne_to", np.not_equal)
+gt_to_p = _make_total_compare("gt_to", np.greater)
+ge_to_p = _make_total_compare("ge_to", np.greater_equal)
 
 
 def eq_total_order(x, y):
@@ -998,6 +1003,27 @@ def lt_total_order(x, y):
 def le_total_order(x, y):
     """x <= y under IEEE totalOrder. XLA 'Compare' TOTALORDER (LE)."""
     return _bind_binary(le_to_p, x, y)
+
+
+def ne_total_order(x, y):
+    """x != y under IEEE totalOrder -> bool: the negation of ``eq_total_order``, so
+    -0.0 != +0.0 is True and two NaNs differ unless their bits are equal. Operands: one
+    real dtype (integers compare by value), shapes equal or a scalar. XLA 'Compare' NE
+    with comparison_type TOTALORDER (-NaN < -Inf < -Finite < -0 < +0 < +Finite < +Inf <
+    +NaN)."""
+    return _bind_binary(ne_to_p, x, y)
+
+
+def gt_total_order(x, y):
+    """x > y under IEEE totalOrder -> bool (+0.0 > -0.0, +NaN above +inf, -NaN below
+    -inf). XLA 'Compare' GT with comparison_type TOTALORDER."""
+    return _bind_binary(gt_to_p, x, y)
+
+
+def ge_total_order(x, y):
+    """x >= y under IEEE totalOrder -> bool. XLA 'Compare' GE with comparison_type
+    TOTALORDER."""
+    return _bind_binary(ge_to_p, x, y)
 
 
 # ====================================== select ========================================

@@ -1,8 +1,9 @@
 """jax.lax helpers that are compositions of the primitives of the other families: shape and
 dtype utilities (``broadcast_shapes``, ``broadcast_like``, ``dtype``, ``empty``,
 ``split``, ``stack``, ``unstack``, ``conv_transpose_shape_tuple``,
-``reduce_window_shape_tuple``, ``shape_as_value``), the single-device no-ops
-(``with_sharding_constraint``, ``stage``), ``approx_max_k`` / ``approx_min_k`` (exact),
+``reduce_window_shape_tuple``, ``shape_as_value``, ``get_dimension_size``), the single-device no-ops
+(``with_sharding_constraint``, ``stage``), XLA's Map (``xla_map``), ``approx_max_k`` /
+``approx_min_k`` (exact),
 the unshared convolution ``conv_general_dilated_local`` and ``scaled_dot``.
 
 Being compositions, they need no rules of their own: jvp, transpose, batching and the
@@ -193,6 +194,36 @@ def shape_as_value(shape):
     return Array(np.asarray(shape, np.int64 if big else np.int32).reshape(len(shape)))
 
 
+def get_dimension_size(operand, dimension: int):
+    """The size of ``operand``'s ``dimension`` as an int32 scalar. Semantics: XLA
+    Operation semantics, 'GetDimensionSize' (StableHLO get_dimension_size: a
+    ``tensor<i32>``). Shapes are static here, so the result is a constant: under jit it
+    folds into the program, under vmap it is the size of the per-example operand (the
+    batch axis is not counted) and it carries no derivative.
+
+    ``operand``: an array of rank n >= 1 (any dtype, a tracer included); ``dimension``:
+    an int in ``[0, n)``, as the spec requires (no negative indexing). Raises TypeError
+    for a non-integer ``dimension`` or a rank-0 operand, ValueError for a dimension out of
+    range or a size that does not fit int32."""
+    aval = get_aval(operand)
+    try:
+        d = operator.index(dimension)
+    except TypeError:
+        raise TypeError(f"get_dimension_size: dimension must be a Python int, got "
+                        f"{type(dimension).__name__}; pass a static dimension number") from None
+    if aval.ndim == 0:
+        raise TypeError(f"get_dimension_size: operand {aval.str_short()} has no dimensions; "
+                        f"the spec asks for an array of rank >= 1")
+    if not 0 <= d < aval.ndim:
+        raise ValueError(f"get_dimension_size: dimension {d} is not in [0, {aval.ndim}) for "
+                         f"operand {aval.str_short()}; pass a dimension in [0, {aval.ndim})")
+    size = aval.shape[d]
+    if size > np.iinfo(np.int32).max:
+        raise ValueError(f"get_dimension_size: size {size} of dimension {d} of "
+                         f"{aval.str_short()} does not fit the int32 result")
+    return Array(np.asarray(size, np.int32))
+
+
 # ================================== single-device no-ops ===================================
 
 def with_sharding_constraint(x, shardings):
@@ -213,6 +244,70 @@ def stage(x, /):
     x = as_lax_value(x)
     trace = find_top_trace([x])
     return x if trace is None else full_raise(trace, x)
+
+
+# ========================================= xla_map =========================================
+
+def xla_map(computation, *operands, dimensions):
+    """``computation`` applied to the operands element by element. Semantics: XLA
+    Operation semantics, 'Map' (StableHLO map); not ``lax.map``, JAX's sequential map
+    over a leading axis.
+
+    ``operands``: N >= 1 arrays of one shape (dtypes may differ); ``computation``: a
+    Python function of N scalars returning one scalar (an array of shape ``()``, any
+    dtype S); ``dimensions``: the mapped dimensions, which must be ``(0, ..., rank-1)``
+    as StableHLO requires (every element is mapped). The result has the operands' shape
+    and dtype S. The spec's ``static_operands`` are the values ``computation`` closes
+    over (Python closures, traced values included).
+
+    It is a composition, not a primitive: ``computation`` runs under one ``vmap`` per
+    dimension, so the jaxpr holds its primitives, batched; jvp, transpose, vmap and jit
+    (where they fuse into one kernel with their neighbours) reuse their rules. Raises
+    TypeError for a non-callable computation, operands of different shapes or a
+    computation that does not return one scalar; ValueError for other ``dimensions``.
+    """
+    from tracer.interpreters import batching
+    if not callable(computation):
+        raise TypeError(f"xla_map: computation must be callable, got "
+                        f"{type(computation).__name__}")
+    if not operands:
+        raise TypeError("xla_map: needs at least one operand")
+    ops = [as_lax_value(x) for x in operands]
+    avals = [get_aval(x) for x in ops]
+    shape = avals[0].shape
+    if any(a.shape != shape for a in avals):
+        raise TypeError(f"xla_map: operands must share one shape, got "
+                        f"{', '.join(a.str_short() for a in avals)}; broadcast them first")
+    try:
+        dims = tuple(operator.index(d) for d in dimensions)
+    except TypeError:
+        raise TypeError(f"xla_map: dimensions must be a sequence of ints, got "
+                        f"{dimensions!r}") from None
+    if dims != tuple(range(len(shape))):
+        raise ValueError(f"xla_map: dimensions must be {tuple(range(len(shape)))} (every "
+                         f"dimension of the operands {avals[0].str_short()}, in order), got "
+                         f"{dims}")
+
+    def scalar_call(*xs):
+        out = computation(*xs)
+        if isinstance(out, (tuple, list)) or get_aval(as_lax_value(out)).shape != ():
+            what = (f"a {type(out).__name__}" if isinstance(out, (tuple, list))
+                    else get_aval(as_lax_value(out)).str_short())
+            raise TypeError(f"xla_map: computation must return one scalar for scalar "
+                            f"operands {', '.join(a.dtype.name for a in avals)}, got {what}")
+        return [as_lax_value(out)]
+
+    def mapped(level, xs):
+        if level == len(shape):
+            return scalar_call(*xs)
+        size = shape[level]
+        outs, out_dims = batching.vmap_flat(lambda *ys: mapped(level + 1, ys), size, None,
+                                            [0] * len(xs), list(xs))
+        # an output that ignores its operands comes back unmapped: broadcast it
+        return [batching.matchaxis(size, d, 0, o) for o, d in zip(outs, out_dims)]
+
+    (out,) = mapped(0, ops)
+    return out
 
 
 # ================================ approx_max_k / approx_min_k ==============================

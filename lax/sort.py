@@ -155,54 +155,73 @@ batching.primitive_batchers[sort_p] = _sort_batch
 
 # -------------------------------------------- top_k -----------------------------------------
 
-def top_k(operand, k: int):
-    """The ``k`` largest entries along the last axis, in descending order, and their
-    indices (int32). XLA 'TopK' (as JAX): floats in IEEE total order, -NaN < -inf < ...
-    < -0.0 < +0.0 < ... < inf < +NaN, so +0.0 comes before -0.0 and a NaN with the sign
-    bit set comes last; ties (equal bits) keep the lower index first. Values are the
-    operand's, bit for bit. TypeError for rank 0, complex or bool operands; ValueError
-    unless 0 <= k <= the last dimension."""
+def top_k(operand, k: int, *, axis: int = -1, largest: bool = True):
+    """The ``k`` largest (``largest=False``: smallest) entries of ``operand`` along
+    ``axis``, and their indices (int32), in descending (ascending) order.
+
+    Semantics: XLA Operation semantics, 'TopK' (``largest``), with jax.lax.top_k's
+    ``axis`` (JAX 0.10, keyword-only). The result shapes are ``operand.shape`` with
+    ``axis`` replaced by ``k``. Floats are ordered by IEEE totalOrder, as XLA:CPU's TopK
+    under JAX: -NaN < -inf < ... < -0.0 < +0.0 < ... < inf < +NaN (payloads by their
+    bits), so ``+0.0`` comes before ``-0.0``, a positive NaN is the largest value and a
+    NaN with the sign bit set the smallest; equal entries (equal bits) keep the lower
+    index first in both directions. Values are the operand's, bit for bit.
+
+    Raises TypeError for a rank-0, complex or bool operand, ValueError for an ``axis``
+    outside ``[-ndim, ndim)`` or a ``k`` outside ``[0, operand.shape[axis]]``.
+    """
     k = operator.index(k)
-    return tuple(top_k_p.bind(operand, k=k))
+    aval = get_aval(operand)
+    if aval.ndim == 0:
+        raise TypeError(f"top_k: operand must have at least one dimension, got "
+                        f"{aval.str_short()}; reshape a scalar to shape (1,)")
+    axis = operator.index(axis)
+    if not -aval.ndim <= axis < aval.ndim:
+        raise ValueError(f"top_k: axis={axis} is out of range for operand {aval.str_short()} "
+                         f"(rank {aval.ndim}); pass an axis in [{-aval.ndim}, {aval.ndim})")
+    return tuple(top_k_p.bind(operand, k=k, axis=axis % aval.ndim, largest=bool(largest)))
 
 
-def _top_k_abstract_eval(x, *, k):
+def _top_k_abstract_eval(x, *, k, axis, largest):
     if x.ndim == 0:
         raise TypeError("top_k: operand must have at least one dimension")
     if dtypes.is_complex(x.dtype) or x.dtype == dtypes.bool_:
-        raise TypeError(f"top_k: operand must be real numeric, got {x.str_short()}")
-    if not 0 <= k <= x.shape[-1]:
-        raise ValueError(f"top_k: k={k} must be in [0, {x.shape[-1]}] for operand "
-                         f"{x.str_short()}")
-    shape = x.shape[:-1] + (k,)
+        raise TypeError(f"top_k: operand must be real numeric (integer or float), got "
+                        f"{x.str_short()}; compare a real part or convert bools to int")
+    if not 0 <= axis < x.ndim:
+        raise ValueError(f"top_k: axis={axis} out of range for operand {x.str_short()}")
+    if not 0 <= k <= x.shape[axis]:
+        raise ValueError(f"top_k: k={k} must be in [0, {x.shape[axis]}] (the size of axis "
+                         f"{axis}) for operand {x.str_short()}")
+    shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
     return [ShapedArray(shape, x.dtype, x.weak_type), ShapedArray(shape, dtypes.int32)]
 
 
-def _top_k_impl(x, *, k):
-    (key,) = _sort_key_arrays(x, total=True)
-    # Descending by value, ascending by position for ties: a stable ascending sort of the
-    # order-reversed keys (~key reverses integer order without overflow).
-    rev = ~key if key.dtype != np.bool_ else ~key.astype(np.int8)
-    idx = np.argsort(rev, axis=-1, kind="stable")[..., :k]
-    return [np.take_along_axis(x, idx, axis=-1), idx.astype(np.int32)]
+def _top_k_impl(x, *, k, axis, largest):
+    xm = np.moveaxis(x, axis, -1)
+    (key,) = _sort_key_arrays(xm, total=True)
+    # Ties keep index order both ways: a stable ascending sort of the keys, or of the
+    # order-reversed keys (~key reverses integer order without overflow) for largest.
+    if key.dtype == np.bool_:
+        key = key.astype(np.int8)
+    idx = np.argsort(~key if largest else key, axis=-1, kind="stable")[..., :k]
+    vals = np.take_along_axis(xm, idx, axis=-1)
+    return [np.moveaxis(vals, -1, axis), np.moveaxis(idx.astype(np.int32), -1, axis)]
 
 
-def _top_k_jvp(primals, tangents, *, k):
+def _top_k_jvp(primals, tangents, *, k, axis, largest):
     (x,), (t,) = primals, tangents
-    vals, idx = top_k_p.bind(x, k=k)
+    vals, idx = top_k_p.bind(x, k=k, axis=axis, largest=largest)
     if type(t) is Zero:
         return [vals, idx], [Zero.from_primal_value(vals), Zero.from_primal_value(idx)]
-    return [vals, idx], [_take_along(t, idx, -1), Zero.from_primal_value(idx)]
+    return [vals, idx], [_take_along(t, idx, axis), Zero.from_primal_value(idx)]
 
 
-def _top_k_batch(axis_data, vals, dims, *, k):
+def _top_k_batch(axis_data, vals, dims, *, k, axis, largest):
     (x,), (d,) = vals, dims
-    nd = get_aval(x).ndim
-    if d == nd - 1:
-        x = batching.moveaxis(x, d, 0)
-        d = 0
-    outs = top_k_p.bind(x, k=k)
-    return outs, [d, d]
+    x = batching.bdim_at_front(x, d, axis_data.size)
+    outs = top_k_p.bind(x, k=k, axis=axis + 1, largest=largest)
+    return outs, [0, 0]
 
 
 top_k_p = Primitive("top_k")

@@ -542,8 +542,9 @@ broadcast_xor = _make_broadcast_binary("xor", ew.bitwise_xor)
 broadcast_zeta = _make_broadcast_binary("zeta", zeta)
 
 _COMPARE = {"EQ": ew.eq, "NE": ew.ne, "LT": ew.lt, "LE": ew.le, "GT": ew.gt, "GE": ew.ge}
-_COMPARE_TOTAL = {"EQ": ew.eq_total_order, "LT": ew.lt_total_order,
-                  "LE": ew.le_total_order}
+_COMPARE_TOTAL = {"EQ": ew.eq_total_order, "NE": ew.ne_total_order,
+                  "LT": ew.lt_total_order, "LE": ew.le_total_order,
+                  "GT": ew.gt_total_order, "GE": ew.ge_total_order}
 
 
 def broadcast_compare(lhs, rhs, comparison_direction="EQ", compare_type=None,
@@ -560,11 +561,7 @@ def broadcast_compare(lhs, rhs, comparison_direction="EQ", compare_type=None,
                                _as_operands("broadcast_compare", lhs, rhs),
                                broadcast_dimensions)
     if compare_type is not None and str(compare_type).upper() == "TOTALORDER":
-        if direction in _COMPARE_TOTAL:
-            return _COMPARE_TOTAL[direction](x, y)
-        if direction == "NE":
-            return ew.bitwise_not(ew.eq_total_order(x, y))
-        return _COMPARE_TOTAL["LT" if direction == "GT" else "LE"](y, x)
+        return _COMPARE_TOTAL[direction](x, y)
     return _COMPARE[direction](x, y)
 
 

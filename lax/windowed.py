@@ -10,6 +10,10 @@
   (first element of a window wins ties, in row-major window order) and scatter ``add``:
   the gradient of max/min pooling. Its transpose, ``select_and_gather_add``, picks the
   tangent at each window's selected position (the jvp of max/min pooling).
+- ``select_and_scatter`` is the spec's SelectAndScatter with user ``select`` and
+  ``scatter`` computations (traced to scalar jaxprs, held as params); its NumPy impl is
+  the spec's loop (windows in row-major order, each window's elements in row-major order,
+  padding never selected). Under jit it is a host step; like JAX it has no derivative.
 - ``cumsum``, ``cumprod``, ``cummax``, ``cummin``, ``cumlogsumexp`` along one axis (with
   ``reverse``): primitives with NumPy impls (sequential folds from the identity, max/min
   by lax.max's rule, as XLA:CPU); derivatives differentiate a prefix-doubling scan
@@ -482,6 +486,145 @@ def select_and_scatter_add(source, operand, select_prim, window_dimensions, wind
     return select_and_scatter_add_p.bind(source, operand, select_ge=ge, window_dimensions=wd,
                                          window_strides=ws, padding=pad, base_dilation=bd,
                                          window_dilation=wdl)
+
+
+def _scalar_computation(fn, avals, name, what):
+    """``fn`` traced on scalars of ``avals``: a ClosedJaxpr with one scalar output."""
+    from tracer.core import Tracer
+    from tracer.interpreters import partial_eval as pe
+    from tracer.pytree import tree_flatten
+    if not callable(fn):
+        raise TypeError(f"{name}: {what} must be callable, got {type(fn).__name__}")
+
+    def flat(*xs):
+        leaves, _ = tree_flatten(fn(*xs))
+        return leaves
+
+    jaxpr, consts = pe.trace_to_jaxpr_dynamic(flat, list(avals))
+    if any(isinstance(c, Tracer) for c in consts):
+        raise NotImplementedError(f"{name}: {what} closes over a traced value; computations "
+                                  f"must be functions of their two scalar arguments")
+    outs = [v.aval for v in jaxpr.outvars]
+    if len(outs) != 1 or outs[0].shape != ():
+        raise TypeError(f"{name}: {what} must return one scalar for arguments "
+                        f"{', '.join(a.str_short() for a in avals)}, got "
+                        f"{[o.str_short() for o in outs]}")
+    return pe.ClosedJaxpr(jaxpr, consts)
+
+
+def select_and_scatter(operand, select, window_dimensions, window_strides, padding, source,
+                       init_value, scatter):
+    """XLA 'SelectAndScatter' with user computations (the signature of JAX's internal
+    ``jax._src.lax.windowed_reductions._select_and_scatter``).
+
+    Every window of ``operand`` (``window_dimensions``, ``window_strides``, ``padding``: a
+    sequence of (low, high) pairs or "SAME"/"VALID") selects one element: its elements
+    are visited in row-major order and the current choice ``a`` is kept while
+    ``select(a, b)`` (two scalars of operand's dtype -> bool) is true, so on ties a
+    ``ge``/``le`` select keeps the first. Padding positions are never selected. The
+    output starts as ``init_value`` everywhere (operand's shape, source's dtype) and,
+    window by window in row-major order, the selected position becomes
+    ``scatter(current, source[window])``. ``source`` must have the windowed shape.
+
+    Raises TypeError for a source of the wrong shape, an ``init_value`` that is not a
+    scalar of source's dtype, or computations that do not return one scalar (``select``
+    a bool); NotImplementedError for computations closing over traced values. Not
+    differentiable (JAX defines no derivative either: use ``select_and_scatter_add``).
+    """
+    from lax.reductions import _init_like
+    from lax.utils import as_lax_value
+    operand, source = as_lax_value(operand), as_lax_value(source)
+    oa, sa = get_aval(operand), get_aval(source)
+    init_value = _init_like(init_value, source)
+    ia = get_aval(init_value)
+    wd, ws, pad, _, _ = _window_params(oa.shape, window_dimensions, window_strides, padding,
+                                       None, None, "select_and_scatter")
+    sel = _scalar_computation(select, [ShapedArray((), oa.dtype)] * 2, "select_and_scatter",
+                              "select")
+    if sel.jaxpr.outvars[0].aval.dtype != dtypes.bool_:
+        raise TypeError(f"select_and_scatter: select must return a bool scalar, got "
+                        f"{sel.jaxpr.outvars[0].aval.str_short()}")
+    sct = _scalar_computation(scatter, [ShapedArray((), sa.dtype)] * 2, "select_and_scatter",
+                              "scatter")
+    if sct.jaxpr.outvars[0].aval.dtype != sa.dtype:
+        raise TypeError(f"select_and_scatter: scatter must return a scalar of source's dtype "
+                        f"{sa.dtype.name}, got {sct.jaxpr.outvars[0].aval.str_short()}")
+    del ia
+    return select_and_scatter_p.bind(operand, source, init_value, select_jaxpr=sel,
+                                     scatter_jaxpr=sct, window_dimensions=wd,
+                                     window_strides=ws, padding=pad)
+
+
+def _ss_abstract_eval(operand, source, init_value, *, select_jaxpr, scatter_jaxpr,
+                      window_dimensions, window_strides, padding):
+    ones = (1,) * operand.ndim
+    out = _out_shape(operand.shape, window_dimensions, window_strides, padding, ones, ones)
+    if source.shape != out:
+        raise TypeError(f"select_and_scatter: source {source.str_short()} must have the "
+                        f"windowed shape {out} of operand {operand.str_short()} (window "
+                        f"{window_dimensions}, strides {window_strides}, padding {padding})")
+    if init_value.shape != () or init_value.dtype != source.dtype:
+        raise TypeError(f"select_and_scatter: init_value must be a scalar of source's dtype, "
+                        f"got {init_value.str_short()} for source {source.str_short()}")
+    return ShapedArray(operand.shape, source.dtype)
+
+
+def _ss_impl(operand, source, init_value, *, select_jaxpr, scatter_jaxpr, window_dimensions,
+             window_strides, padding):
+    from lax.reductions import _eval_computation_np, _run_scalar_jaxpr_np
+    out = np.full(operand.shape, init_value, source.dtype)
+    if source.size == 0:
+        return out
+    nd = operand.ndim
+    wshape = source.shape
+    # every window at once: the padded coordinates of window offset ``off`` for each window
+    grids = np.indices(wshape) if nd else np.zeros((0,), np.int64)
+    sel_val = sel_pos = have = None
+    for off in itertools.product(*(range(w) for w in window_dimensions)):
+        pos = [grids[d] * window_strides[d] + off[d] - padding[d][0] for d in range(nd)]
+        ok = np.ones(wshape, bool)
+        for d in range(nd):
+            ok &= (pos[d] >= 0) & (pos[d] < operand.shape[d])
+        pos = [np.clip(p, 0, max(n - 1, 0)) for p, n in zip(pos, operand.shape)]
+        val = operand[tuple(pos)]
+        if have is None:
+            sel_val, sel_pos, have = np.array(val), [p.copy() for p in pos], ok.copy()
+            continue
+        (keep,) = _eval_computation_np(select_jaxpr, [sel_val], [val])
+        take = ok & (~have | ~keep.astype(bool))
+        sel_val = np.where(take, val, sel_val)
+        sel_pos = [np.where(take, p, q) for p, q in zip(pos, sel_pos)]
+        have |= ok
+    if have is None:       # an empty window: nothing is selected
+        return out
+    # scatter window by window (two windows may select one position: order matters)
+    for w in np.ndindex(*wshape):
+        if not have[w]:
+            continue
+        at = tuple(int(p[w]) for p in sel_pos)
+        (out[at],) = _run_scalar_jaxpr_np(scatter_jaxpr, [out[at], source[w]])
+    return out
+
+
+def _ss_batch(axis_data, vals, dims, *, select_jaxpr, scatter_jaxpr, window_dimensions,
+              window_strides, padding):
+    (x, src, init), (dx, ds, di) = vals, dims
+    if di is not None:
+        raise NotImplementedError("select_and_scatter: vmap over a batched init_value is not "
+                                  "supported; pass it unbatched")
+    x = batching.bdim_at_front(x, dx, axis_data.size)
+    src = batching.bdim_at_front(src, ds, axis_data.size)
+    out = select_and_scatter_p.bind(
+        x, src, init, select_jaxpr=select_jaxpr, scatter_jaxpr=scatter_jaxpr,
+        window_dimensions=(1,) + tuple(window_dimensions),
+        window_strides=(1,) + tuple(window_strides), padding=((0, 0),) + tuple(padding))
+    return [out], [0]
+
+
+select_and_scatter_p = Primitive("select_and_scatter")
+select_and_scatter_p.def_abstract_eval(_ss_abstract_eval)
+select_and_scatter_p.def_impl(_ss_impl)
+batching.primitive_batchers[select_and_scatter_p] = _ss_batch
 
 
 # ---------------------------------------- cumulative ----------------------------------------

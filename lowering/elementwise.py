@@ -293,6 +293,23 @@ def _total_compare(name):
 scalar_exprs[ew.eq_to_p] = _total_compare("eq")
 scalar_exprs[ew.lt_to_p] = _total_compare("lt")
 scalar_exprs[ew.le_to_p] = _total_compare("le")
+scalar_exprs[ew.ne_to_p] = _total_compare("ne")
+scalar_exprs[ew.gt_to_p] = _total_compare("gt")
+scalar_exprs[ew.ge_to_p] = _total_compare("ge")
+
+
+def _reduce_precision(ctx, x, *, exponent_bits, mantissa_bits):
+    # the eager impl's bit arithmetic per element, on the bits (a float16 carried as
+    # float32 would quiet a signalling NaN on its way back)
+    dt = _dt(x)
+    u = np.dtype(f"u{dt.itemsize}")
+    bits = ctx.call("scalar.reduce_precision_u", ctx.op("bitcast", x, dtype=u),
+                    ctx.const(8 * dt.itemsize, np.int64), ctx.const(exponent_bits, np.int64),
+                    ctx.const(mantissa_bits, np.int64), dtype=u)
+    return ctx.op("bitcast", bits, dtype=dt)
+
+
+scalar_exprs[ew.reduce_precision_p] = _reduce_precision
 
 
 def _select_n(ctx, which, *cases):

@@ -7,7 +7,7 @@ Key operands become uint64 order keys ordered like the eager impl's keys
 sorting last; for top_k IEEE totalOrder; complex as (real, imag)): floats through a
 Numba kernel on their bit patterns, integers widened order-preservingly to unsigned 64
 bits. The kernels compute the stable permutation (sort) or the top-k indices
-(descending, ties to the lower index); the outputs are the operands gathered along it,
+(descending, or ascending for ``largest=False``; ties to the lower index); the outputs are the operands gathered along it,
 so values (signed zeros, NaN payloads) are the eager impl's bit for bit.
 """
 from __future__ import annotations
@@ -22,9 +22,9 @@ def _sort_lower(ctx, in_avals, out_avals, *ops, dimension, is_stable, num_keys):
                             is_stable=is_stable, num_keys=num_keys)
 
 
-def _top_k_lower(ctx, in_avals, out_avals, x, *, k):
+def _top_k_lower(ctx, in_avals, out_avals, x, *, k, axis, largest):
     return ctx.library_call("top_k (Numba selection)", "top_k", [x], out_avals,
-                            k=k)
+                            k=k, axis=axis, largest=largest)
 
 
 lowering_rules[sort_p] = _sort_lower

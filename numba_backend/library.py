@@ -361,17 +361,24 @@ def sort_call(*ops, dimension, is_stable, num_keys):
 
 
 @register("top_k")
-def top_k_call(x, *, k):
-    """top_k on a NumPy array: values and int32 indices of the k largest entries along
-    the last axis, descending, ties to the lower index."""
+def top_k_call(x, *, k, axis=None, largest=True):
+    """top_k on a NumPy array: values and int32 indices of the k largest (``largest``
+    False: smallest) entries along ``axis`` (default the last), descending (ascending),
+    ties to the lower index."""
     from numba_backend.sort_kernels import sort_perm, top_k_rows
 
+    axis = x.ndim - 1 if axis is None else axis
+    x = np.moveaxis(x, axis, -1)
     shape = x.shape[:-1] + (k,)
     if k == 0 or x.size == 0:
-        return [np.empty(shape, x.dtype), np.empty(shape, np.int32)]
+        return [np.moveaxis(np.empty(shape, x.dtype), -1, axis),
+                np.moveaxis(np.empty(shape, np.int32), -1, axis)]
     (key,) = order_keys(x, total=True)
     n = x.shape[-1]
     rows = np.ascontiguousarray(key.reshape(-1, n))
+    if not largest:
+        # the k largest reversed keys are the k smallest keys; equal keys keep index order
+        rows = ~rows
     if k <= _TOPK_BUFFER:
         idx = np.empty((rows.shape[0], k), np.int64)
         top_k_rows(rows, k, idx)
@@ -381,7 +388,8 @@ def top_k_call(x, *, k):
         sort_perm((~rows)[None], perm)
         idx = np.ascontiguousarray(perm[:, :k])
     idx = idx.reshape(shape)
-    return [np.take_along_axis(x, idx, axis=-1), idx.astype(np.int32)]
+    vals = np.take_along_axis(x, idx, axis=-1)
+    return [np.moveaxis(vals, -1, axis), np.moveaxis(idx.astype(np.int32), -1, axis)]
 
 
 # ----------------------------------------- scatter ----------------------------------------

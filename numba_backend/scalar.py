@@ -344,6 +344,52 @@ def cdiv128(a, b):
     return complex((ar * rat + ai) * scl, (ai * rat - ar) * scl)
 
 
+# ------------------------------------ reduce_precision ------------------------------------
+# lax.reduce_precision's eager impl on one element's bits: uint64 arithmetic masked to the
+# source width, so the rounding carry wraps exactly as NumPy's uintN does. Kernels pass
+# and get back the bits (bitcasts in the IR), so no float conversion touches a NaN.
+
+@register_jitable
+def reduce_precision_bits(b, nbits, src_exp_bits, src_mant, exponent_bits, mantissa_bits):
+    one = np.uint64(1)
+    mask = ~np.uint64(0) >> np.uint64(64 - nbits)
+    if mantissa_bits < src_mant:
+        drop = np.uint64(src_mant - mantissa_bits)
+        last_kept = (b >> drop) & one
+        bias = (one << (drop - one)) - one + last_kept
+        b = ((b + bias) & mask) & ~((one << drop) - one)
+    if exponent_bits < src_exp_bits:
+        src_bias = (1 << (src_exp_bits - 1)) - 1
+        dst_bias = (1 << (exponent_bits - 1)) - 1
+        exp_mask = np.uint64(((1 << src_exp_bits) - 1) << src_mant)
+        e = (b & exp_mask) >> np.uint64(src_mant)
+        sign = b & (one << np.uint64(nbits - 1))
+        if e > np.uint64(src_bias + dst_bias):
+            b = sign | exp_mask
+        elif e <= np.uint64(src_bias - dst_bias):
+            b = sign
+    return b
+
+
+@register_jitable
+def reduce_precision_u(u, nbits, exponent_bits, mantissa_bits):
+    """``u``: the bits (uint16/32/64) of a float16/32/64; returns the reduced bits, of
+    the same width. A NaN keeps its bits (sign and payload, signalling ones too)."""
+    b = np.uint64(u)
+    if nbits == 16:
+        src_exp_bits, src_mant = 5, 10
+    elif nbits == 32:
+        src_exp_bits, src_mant = 8, 23
+    else:
+        src_exp_bits, src_mant = 11, 52
+    exp_mask = np.uint64(((1 << src_exp_bits) - 1) << src_mant)
+    magnitude = b & (~np.uint64(0) >> np.uint64(65 - nbits))
+    if magnitude <= exp_mask:
+        b = reduce_precision_bits(b, nbits, src_exp_bits, src_mant, exponent_bits,
+                                  mantissa_bits)
+    return b
+
+
 # ---------------------------- keys of max/min reductions -----------------------------------
 
 @register_jitable

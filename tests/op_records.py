@@ -781,6 +781,12 @@ R += [
           _ref_total(lambda a, b: a < b)),
     binop("le_total_order", lax.le_total_order, ew.le_to_p, ORDERED,
           _ref_total(lambda a, b: a <= b)),
+    binop("ne_total_order", lax.ne_total_order, ew.ne_to_p, ORDERED,
+          _ref_total(lambda a, b: a != b)),
+    binop("gt_total_order", lax.gt_total_order, ew.gt_to_p, ORDERED,
+          _ref_total(lambda a, b: a > b)),
+    binop("ge_total_order", lax.ge_total_order, ew.ge_to_p, ORDERED,
+          _ref_total(lambda a, b: a >= b)),
 ]
 
 # ------------------------------------ select / clamp ------------------------------------

@@ -217,6 +217,122 @@ def test_select_and_scatter_add_matches_spec():
     np.testing.assert_array_equal(np.asarray(out), expected)
 
 
+def _select_and_scatter_ref(operand, select, wd, ws, pad, source, init, scatter):
+    """The spec's loop, scalar by scalar: windows in row-major order; a window's in-bounds
+    elements in row-major order, the current choice kept while select(current, next)."""
+    out = np.full(operand.shape, init, source.dtype)
+    for w in np.ndindex(*source.shape):
+        best = None
+        for off in np.ndindex(*wd):
+            at = tuple(w[d] * ws[d] + off[d] - pad[d][0] for d in range(operand.ndim))
+            if not all(0 <= a < n for a, n in zip(at, operand.shape)):
+                continue
+            if best is None or not select(operand[best], operand[at]):
+                best = at
+        if best is not None:
+            out[best] = scatter(out[best], source[w])
+    return out
+
+
+# JAX 0.10.2 (x64): jax._src.lax.windowed_reductions._select_and_scatter on _SS_X, recorded
+_SS_X = np.array([[1., 5., 5., 2., -0.], [5., 0., 3., 3., 0.], [4., 4., np.nan, 9., 9.]])
+_SS_JAX = [
+    # select a > b (ties: the later element), scatter 2 * max(a, b), init -1, padded
+    (lambda a, b: lax.gt(a, b), lambda a, b: lax.max(a, b) * 2.0, -1.0, (2, 3), (1, 2),
+     ((0, 1), (1, 1)), [[-1, -1, 4, -1, -1], [8, -1, -1, 6, -1], [-1, 14, -1, 20, 24]]),
+    # select a >= b (ties: the first), scatter add
+    (lambda a, b: lax.ge(a, b), lambda a, b: a + b, 0.0, (2, 3), (1, 2), ((0, 1), (1, 1)),
+     [[0, 3, 0, 0, 0], [4, 0, 0, 3, 0], [7, 0, 0, 28, 0]]),
+    # select a <= b (min pooling), overlapping windows
+    (lambda a, b: lax.le(a, b), lambda a, b: a + b, 0.0, (2, 2), (1, 1), ((0, 0), (0, 0)),
+     [[0, 0, 0, 3, 4], [0, 8, 0, 0, 8], [0, 0, 6, 7, 0]]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_SS_JAX)))
+def test_select_and_scatter_matches_jax(case):
+    sel, sct, init, wd, ws, pad, want = _SS_JAX[case]
+    ones = (1,) * 2
+    n = lax.reduce_window_shape_tuple(_SS_X.shape, wd, ws, pad, ones, ones)
+    source = np.arange(1.0, 1.0 + np.prod(n)).reshape(n)
+    f = lambda x, s: lax.select_and_scatter(x, sel, wd, ws, pad, s, init, sct)
+    for fn in (f, tracer.jit(f)):
+        np.testing.assert_array_equal(np.asarray(fn(_SS_X, source)), want)
+
+
+def test_select_and_scatter_spec_example_and_select_and_scatter_add():
+    operand = np.array([[7.0, 2.0, 5.0, 3.0, 10.0, 2.0],
+                        [3.0, 8.0, 9.0, 3.0, 4.0, 2.0],
+                        [1.0, 5.0, 7.0, 5.0, 6.0, 1.0],
+                        [0.0, 6.0, 2.0, 7.0, 2.0, 8.0]])
+    source = np.array([[2.0, 6.0], [3.0, 1.0]])
+    out = lax.select_and_scatter(operand, lax.ge, (2, 3), (2, 3), "VALID", source, 0.0,
+                                 lax.add)
+    np.testing.assert_array_equal(
+        np.asarray(out),
+        np.asarray(lax.select_and_scatter_add(source, operand, lax.ge, (2, 3), (2, 3),
+                                              "VALID")))
+    assert np.asarray(out)[1, 2] == 2.0 and np.asarray(out)[3, 5] == 1.0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_select_and_scatter_against_the_spec_loop(seed):
+    r = np.random.default_rng(seed)
+    # few distinct values: many ties; -0.0/+0.0 compare equal under ge (the first wins)
+    operand = r.choice(np.array([0.0, -0.0, 1.0, 2.0, np.inf]), size=(5, 6))
+    wd, ws, pad = (2, 3), (2, 1), ((1, 0), (1, 2))
+    ones = (1, 1)
+    n = lax.reduce_window_shape_tuple(operand.shape, wd, ws, pad, ones, ones)
+    source = r.integers(-5, 5, n).astype(np.int32)       # source dtype differs
+    cases = [(lambda a, b: a >= b, lax.add, np.add),
+             (lambda a, b: a > b, lax.max, np.maximum),
+             (lambda a, b: a <= b, lambda a, b: b, lambda a, b: b),       # last write wins
+             (lambda a, b: a < b, lax.mul, np.multiply)]
+    for sel, sct, np_sct in cases:
+        init = np.int32(1)
+        want = _select_and_scatter_ref(operand, sel, wd, ws, pad, source, init, np_sct)
+        f = lambda x, s: lax.select_and_scatter(x, lambda a, b: sel(a, b), wd, ws, pad, s,
+                                                init, sct)
+        got = f(operand, source)
+        assert np.asarray(got).dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(got), want)
+        check_jit(f, (operand, source))
+    # signed zeros pass through the select untouched: ties keep the first
+    z = np.array([[-0.0, 0.0]])
+    out = lax.select_and_scatter(z, lax.ge, (1, 2), (1, 1), "VALID", np.array([[5.0]]), 0.0,
+                                 lax.add)
+    np.testing.assert_array_equal(np.asarray(out), [[5.0, 0.0]])
+
+
+def test_select_and_scatter_edges_vmap_and_errors():
+    sel, sct = lax.ge, lax.add
+    # an empty operand, a window entirely in padding, rank 0
+    e = lax.select_and_scatter(np.zeros((0, 3)), sel, (1, 1), (1, 1), "VALID",
+                               np.zeros((0, 3)), 0.0, sct)
+    assert e.shape == (0, 3)
+    out = lax.select_and_scatter(np.ones(2), sel, (1,), (1,), ((1, 0),), np.array([7.0, 1.0, 2.0]),
+                                 0.5, sct)
+    np.testing.assert_array_equal(np.asarray(out), [1.5, 2.5])    # window 0 is padding only
+    assert float(lax.select_and_scatter(np.float64(3.0), sel, (), (), (), np.float64(2.0), 1.0,
+                                        lax.mul)) == 2.0
+    x = rng.standard_normal((3, 4, 6))
+    s = rng.standard_normal((3, 2, 3))
+    f = lambda x, s: lax.select_and_scatter(x, sel, (2, 2), (2, 2), "VALID", s, 0.0, sct)
+    check_vmap(f, (x, s), in_axes=(0, 0))
+    check_vmap(f, (np.moveaxis(x, 0, 2), s[0]), in_axes=(2, None))
+    with pytest.raises(TypeError, match=r"select_and_scatter: source f64\[3\] must have the "
+                                        r"windowed shape \(2, 3\)"):
+        lax.select_and_scatter(x[0], sel, (2, 2), (2, 2), "VALID", np.ones(3), 0.0, sct)
+    with pytest.raises(TypeError, match="select must return a bool"):
+        lax.select_and_scatter(x[0], lax.add, (2, 2), (2, 2), "VALID", s[0], 0.0, sct)
+    with pytest.raises(TypeError, match="init_value must be a scalar of source's dtype"):
+        lax.select_and_scatter(x[0], sel, (2, 2), (2, 2), "VALID", s[0], np.float32(0), sct)
+    with pytest.raises(TypeError, match="scatter must return a scalar of source's dtype"):
+        lax.select_and_scatter(x[0], sel, (2, 2), (2, 2), "VALID", s[0], 0.0, lax.lt)
+    with pytest.raises(TypeError, match="window_dimensions"):
+        lax.select_and_scatter(x[0], sel, (2,), (2, 2), "VALID", s[0], 0.0, sct)
+
+
 def test_cumulative_reductions():
     x = rng.standard_normal((3, 5))
     np.testing.assert_allclose(np.asarray(lax.cumsum(x, 1)), np.cumsum(x, 1))

@@ -382,3 +382,104 @@ def test_top_k():
     check_grads(lambda m: lax.top_k(m, 2)[0], (m,), order=2)
     check_vmap(lambda m: lax.top_k(m, 2), (m,), in_axes=1)
     check_vmap(lambda m: lax.top_k(m, 2), (m,), in_axes=0)
+
+
+# JAX 0.10 (x64) outputs of jax.lax.top_k(_TOPK_X, 2, axis=a), recorded as data: ties to
+# the lower index, +NaN largest, -NaN smallest, +0.0 before -0.0.
+_TOPK_X = np.array([[1., 3., 3., 2.], [np.nan, 1., -np.nan, 5.], [-0., 0., 0., -0.]])
+_TOPK_JAX = {
+    0: ([[np.nan, 3., 3., 5.], [1., 1., 0., 2.]], [[1, 0, 0, 1], [0, 1, 2, 0]]),
+    1: ([[3., 3.], [np.nan, 5.], [0., 0.]], [[1, 2], [0, 3], [1, 2]]),
+}
+
+
+def _bits(a):
+    a = np.asarray(a)
+    return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind == "f" else a
+
+
+def _top_k_ref(x, k, axis, largest):
+    """NumPy reference: a stable sort of IEEE totalOrder keys along axis."""
+    xm = np.moveaxis(np.asarray(x), axis, -1)
+    if xm.dtype.kind == "f":
+        i = xm.view(f"i{xm.itemsize}")
+        key = np.where(i < 0, i ^ np.iinfo(i.dtype).max, i)
+    else:
+        key = xm.astype(np.int64)
+    idx = np.argsort(~key if largest else key, axis=-1, kind="stable")[..., :k]
+    return (np.moveaxis(np.take_along_axis(xm, idx, -1), -1, axis),
+            np.moveaxis(idx.astype(np.int32), -1, axis))
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, -2])
+def test_top_k_axis_matches_jax(axis):
+    ev, ei = _TOPK_JAX[axis % 2]
+    for fn in (lambda x: lax.top_k(x, 2, axis=axis),
+               tracer.jit(lambda x: lax.top_k(x, 2, axis=axis))):
+        v, i = fn(_TOPK_X)
+        np.testing.assert_array_equal(_bits(v), _bits(np.array(ev)))
+        np.testing.assert_array_equal(np.asarray(i), ei)
+        assert np.asarray(i).dtype == np.int32
+
+
+def test_top_k_axis_3d_ties_and_edges():
+    y = np.arange(24.).reshape(2, 3, 4) % 5          # JAX 0.10: top_k(y, 2, axis=1)
+    v, i = lax.top_k(y, 2, axis=1)
+    np.testing.assert_array_equal(np.asarray(v), [[[4, 4, 2, 3], [3, 1, 1, 2]],
+                                                  [[2, 3, 4, 4], [1, 2, 3, 3]]])
+    np.testing.assert_array_equal(np.asarray(i), [[[1, 2, 0, 0], [2, 0, 1, 1]],
+                                                  [[0, 0, 0, 1], [1, 1, 1, 2]]])
+    assert lax.top_k(y, 0, axis=1)[0].shape == (2, 0, 4)
+    assert tracer.jit(lambda y: lax.top_k(y, 0, axis=1))(y)[1].shape == (2, 0, 4)
+    z = np.array([[7, 7, 7]], np.int32)             # size-1 axis: every index 0
+    for fn in (lambda z: lax.top_k(z, 1, axis=0), tracer.jit(lambda z: lax.top_k(z, 1, axis=0))):
+        v, i = fn(z)
+        np.testing.assert_array_equal(np.asarray(v), z)
+        np.testing.assert_array_equal(np.asarray(i), [[0, 0, 0]])
+    e = np.zeros((0, 3))
+    assert lax.top_k(e, 2, axis=1)[0].shape == (0, 2)
+    assert tracer.jit(lambda e: lax.top_k(e, 2, axis=1))(e)[0].shape == (0, 2)
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("k", [1, 3, 40])
+def test_top_k_largest_and_smallest_against_numpy(largest, k):
+    specials = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, 1.0, -1.0])
+    x = rng.choice(specials, size=(3, 45, 2))      # many ties; k=40 takes the sorting path
+    xi = rng.integers(-3, 3, size=(3, 45, 2)).astype(np.int16)
+    for a in (x, x.astype(np.float32), xi):
+        ev, ei = _top_k_ref(a, k, 1, largest)
+        f = lambda a: lax.top_k(a, k, axis=1, largest=largest)
+        for fn in (f, tracer.jit(f)):
+            v, i = fn(a)
+            np.testing.assert_array_equal(_bits(v), _bits(ev))
+            np.testing.assert_array_equal(np.asarray(i), ei)
+
+
+def test_top_k_smallest_order_example():
+    x = np.array([1., -0., 0., np.nan, -np.nan, np.inf, -np.inf, 0.])
+    v, i = lax.top_k(x, 8, largest=False)
+    # -NaN < -inf < -0.0 < +0.0 (ties in index order) < 1 < inf < +NaN
+    assert np.asarray(i).tolist() == [4, 6, 1, 2, 7, 0, 5, 3]
+    assert np.signbit(np.asarray(v)[0]) and np.isnan(np.asarray(v)[0])
+
+
+def test_top_k_axis_grad_vmap_and_errors():
+    m = rng.standard_normal((5, 3, 4))
+    for kw in ({"axis": 0}, {"axis": 1}, {"axis": 1, "largest": False}):
+        check_grads(lambda m: lax.top_k(m, 2, **kw)[0], (m,), order=2)
+        for ax in (0, 1, 2):
+            check_vmap(lambda m: lax.top_k(m, 2, **kw), (m,), in_axes=ax)
+        check_jit(lambda m: lax.top_k(m, 2, **kw), (m,))
+    # JAX 0.10: the gradient of a sum of top_k(axis=0) picks the selected rows, ties first
+    g = tracer.grad(lambda x: lax.top_k(x, 2, axis=0)[0].sum())(
+        np.array([[1., 2.], [1., 0.], [0., 5.]]))
+    np.testing.assert_array_equal(np.asarray(g), [[1., 1.], [1., 0.], [0., 1.]])
+    with pytest.raises(ValueError, match=r"top_k: k=5 .*axis 0.*f64\[3,4\]"):
+        lax.top_k(_TOPK_X, 5, axis=0)
+    with pytest.raises(ValueError, match=r"top_k: axis=2 is out of range.*\[-2, 2\)"):
+        lax.top_k(_TOPK_X, 1, axis=2)
+    with pytest.raises(ValueError, match="k=-1"):
+        lax.top_k(_TOPK_X, -1)
+    with pytest.raises(TypeError, match="at least one dimension"):
+        lax.top_k(np.float64(1.0), 1)

@@ -253,6 +253,65 @@ def test_vmap_of_top_k_and_cummax_matches_a_loop():
         np.testing.assert_array_equal(_bits(c[r]), _bits(lax.cummax(x[r], axis=0)))
 
 
+def _spec_rank(v):
+    """A sortable key from the spec's chain -NaN < -Inf < -Finite < -0 < +0 < +Finite <
+    +Inf < +NaN, written from the classes (not the bits); NaNs of one sign are ordered by
+    payload as IEEE totalOrder does (larger payload farther from zero)."""
+    v = np.asarray(v)
+    neg = bool(np.signbit(v))
+    if np.isnan(v):
+        payload = int(v.view(f"u{v.itemsize}")) & ((1 << (8 * v.itemsize - 1)) - 1)
+        return (0, -payload) if neg else (7, payload)
+    if np.isinf(v):
+        return (1, 0) if neg else (6, 0)
+    if v == 0:
+        return (3, 0) if neg else (4, 0)
+    return (2 if neg else 5, float(v))
+
+
+_TOTAL = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+          "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(_TOTAL))
+def test_total_order_compare_matches_the_spec(name, dtype):
+    """All six TOTALORDER directions on every pair of specials (+-0, +-NaN with and without
+    payload, +-inf, +-1) and of ordinary values, eager and jit, against the spec's chain;
+    broadcast_compare(..., "TOTALORDER") gives the same."""
+    s = np.concatenate([inputs("unary", dtype)[0], np.array([2.5, -2.5, 1e-3], dtype)])
+    a, b = (v.ravel() for v in np.meshgrid(s, s, indexing="ij"))
+    want = np.array([_TOTAL[name](_spec_rank(x), _spec_rank(y)) for x, y in zip(a, b)])
+    fn = getattr(lax, f"{name}_total_order")
+    for f in (fn, tracer.jit(fn),
+              lambda x, y: lax.broadcast_compare(x, y, name.upper(), "TOTALORDER")):
+        got = np.asarray(f(a, b))
+        assert got.dtype == np.bool_
+        bad = np.flatnonzero(got != want)
+        assert bad.size == 0, (f"{name}_total_order({a[bad[0]]!r}, {b[bad[0]]!r}) = "
+                               f"{got[bad[0]]}, spec says {want[bad[0]]}")
+    # integers compare by value; a scalar broadcasts; -0.0 vs +0.0 both ways
+    i = np.array([-3, 0, 2, 2], np.int32)
+    np.testing.assert_array_equal(np.asarray(tracer.jit(fn)(i, np.int32(2))),
+                                  _TOTAL[name](i, 2))
+    z = np.array([-0.0, 0.0], dtype)
+    np.testing.assert_array_equal(np.asarray(fn(z, z[::-1])),
+                                  [_TOTAL[name](0, 1), _TOTAL[name](1, 0)])
+
+
+def test_total_order_compare_errors_and_vmap():
+    from tracer.test_util import check_vmap
+    x = np.array([[0.0, -0.0], [np.nan, 1.0]])
+    for name in ("ne", "gt", "ge"):
+        fn = getattr(lax, f"{name}_total_order")
+        check_vmap(fn, (x, x[::-1]), in_axes=(0, 1))
+        with pytest.raises(TypeError, match=f"{name}_to"):
+            fn(np.ones(3), np.ones(3, np.float32))
+        with pytest.raises(TypeError, match=f"{name}_to"):
+            fn(np.ones(3, np.complex128), np.ones(3, np.complex128))
+    assert tracer.grad(lambda x: lax.select(lax.gt_total_order(x, 0.0), x, -x))(-0.0) == -1.0
+
+
 # ===================================== dtypes ==========================================
 
 _IN = ("bool", "int8", "uint8", "int16", "int32", "float16", "float32", "complex64")

@@ -168,6 +168,104 @@ def test_shape_as_value_and_sharding_noop():
     assert lax.PrecisionLike is not None
 
 
+def test_get_dimension_size():
+    x = np.zeros((3, 0, 1, 7), np.float32)
+    for d, n in enumerate(x.shape):                   # empty and size-1 dims included
+        v = lax.get_dimension_size(x, d)
+        assert v.dtype == np.int32 and v.shape == () and int(v) == n
+        assert not v.aval.weak_type
+    # under jit a constant of the traced operand's shape; under vmap the per-example size
+    f = tracer.jit(lambda x: x.sum() * lax.get_dimension_size(x, 1))
+    assert float(f(np.ones((2, 5)))) == 50.0
+    check_jit(lambda x: lax.get_dimension_size(x, 0) + x, (np.arange(4),))
+    assert "get_dimension_size" not in str(tracer.make_jaxpr(
+        lambda x: lax.get_dimension_size(x, 0))(np.ones(3)))
+    out = tracer.vmap(lambda r: lax.get_dimension_size(r, 0) * r)(np.ones((4, 6)))
+    np.testing.assert_array_equal(np.asarray(out), np.full((4, 6), 6.0))
+    g = tracer.grad(lambda x: (x * lax.get_dimension_size(x, 0)).sum())(np.ones(3))
+    np.testing.assert_array_equal(np.asarray(g), [3.0, 3.0, 3.0])
+    with pytest.raises(ValueError, match=r"get_dimension_size: dimension 4 is not in "
+                                         r"\[0, 4\) for operand f32\[3,0,1,7\]"):
+        lax.get_dimension_size(x, 4)
+    with pytest.raises(ValueError, match="dimension -1"):
+        lax.get_dimension_size(x, -1)
+    with pytest.raises(TypeError, match="get_dimension_size: operand f32\\[\\] has no"):
+        lax.get_dimension_size(np.float32(1), 0)
+    with pytest.raises(TypeError, match="get_dimension_size: dimension must be"):
+        lax.get_dimension_size(x, 1.0)
+
+
+def test_xla_map_spec_example_and_numpy_reference(rng):
+    # the spec's example: Map(op1, op2, op3, computation, par1) maps
+    # elem_out <- computation(elem1, elem2, elem3, par1); par1 is a closed-over value
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    c = rng.integers(-2, 3, (3, 4)).astype(np.int32)
+    par1 = np.float64(0.25)
+    comp = lambda e1, e2, e3: lax.select(lax.gt(e3, np.int32(0)), e1 * e2 + par1,
+                                         lax.max(e1, e2))
+    want = np.where(c > 0, a * b + par1, np.maximum(a, b))
+    out = lax.xla_map(comp, a, b, c, dimensions=(0, 1))
+    np.testing.assert_array_equal(np.asarray(out), want)
+    check_jit(lambda a, b, c: lax.xla_map(comp, a, b, c, dimensions=(0, 1)), (a, b, c))
+    # the result dtype is the computation's (S), not the operands'
+    ge = lax.xla_map(lambda u, v: lax.ge(u, v), a, b, dimensions=(0, 1))
+    assert ge.dtype == np.bool_ and np.array_equal(np.asarray(ge), a >= b)
+    # edge values pass through the computation element by element
+    e = np.array([0.0, -0.0, np.inf, -np.inf, np.nan])
+    out = lax.xla_map(lambda u: lax.neg(u), e, dimensions=(0,))
+    np.testing.assert_array_equal(np.signbit(np.asarray(out)), np.signbit(-e))
+    # rank 0, empty and size-1 dimensions
+    assert float(lax.xla_map(lambda u: u * 2.0, np.float64(1.5), dimensions=())) == 3.0
+    assert lax.xla_map(lambda u: u + 1.0, np.zeros((0, 3)), dimensions=(0, 1)).shape == (0, 3)
+    one = lax.xla_map(lambda u: u + 1.0, np.zeros((1, 1, 2)), dimensions=(0, 1, 2))
+    np.testing.assert_array_equal(np.asarray(one), np.ones((1, 1, 2)))
+    # a constant computation broadcasts to the operands' shape
+    np.testing.assert_array_equal(np.asarray(lax.xla_map(lambda u: 7, c, dimensions=(0, 1))),
+                                  np.full((3, 4), 7))
+
+
+def test_xla_map_fuses_under_jit_and_lax_map_is_unchanged():
+    x = np.arange(6.0).reshape(2, 3)
+    f = lambda x: lax.xla_map(lambda u: lax.sin(u) * 2.0 + 1.0, x * 3.0, dimensions=(0, 1))
+    text = tracer.jit(f).lower(x).as_text()
+    program = text.split("# loop IR")[1].split("# generated source")[0]
+    assert program.count("kernel(") == 2 and "host_step" not in program   # one step
+    assert "np.sin" in program and "xla_map" not in text
+    # lax.map is JAX's sequential map over the leading axis, a scan
+    assert "scan" in str(tracer.make_jaxpr(lambda x: lax.map(lambda r: r.sum(), x))(x))
+
+
+def test_xla_map_grad_transpose_vmap(rng):
+    a, b = rng.standard_normal((3, 2)), rng.uniform(0.5, 2.0, (3, 2))
+    comp = lambda u, v: lax.sin(u) * lax.log(v) + u * v
+    fn = lambda a, b: lax.xla_map(comp, a, b, dimensions=tuple(range(np.ndim(a))))
+    check_grads(fn, (a, b), order=2)
+    lin = lambda a: lax.xla_map(lambda u: 3.0 * u - u, a, dimensions=(0, 1))
+    _, vjp = tracer.vjp(lin, a)
+    np.testing.assert_allclose(np.asarray(vjp(np.ones((3, 2)))[0]), np.full((3, 2), 2.0))
+    check_vmap(fn, (a, b[0]), in_axes=(0, None))
+    check_vmap(fn, (a, b), in_axes=(1, 1))
+    check_vmap(lambda a: lax.xla_map(lambda u: u * 2.0, a, dimensions=(0,)),
+               (rng.standard_normal((4, 5)),), in_axes=1)
+
+
+def test_xla_map_errors():
+    x = np.ones((2, 3))
+    with pytest.raises(ValueError, match=r"xla_map: dimensions must be \(0, 1\).*got \(1,\)"):
+        lax.xla_map(lambda u: u, x, dimensions=(1,))
+    with pytest.raises(TypeError, match=r"xla_map: operands must share one shape, got "
+                                        r"f64\[2,3\], f64\[3\]"):
+        lax.xla_map(lambda u, v: u + v, x, np.ones(3), dimensions=(0, 1))
+    with pytest.raises(TypeError, match="xla_map: computation must return one scalar"):
+        lax.xla_map(lambda u: (u, u), x, dimensions=(0, 1))
+    with pytest.raises(TypeError, match=r"must return one scalar.*f64\[2\]"):
+        lax.xla_map(lambda u: lax.broadcast(u, (2,)), x, dimensions=(0, 1))
+    with pytest.raises(TypeError, match="xla_map: computation must be callable"):
+        lax.xla_map(3, x, dimensions=(0, 1))
+    with pytest.raises(TypeError, match="at least one operand"):
+        lax.xla_map(lambda: 1.0, dimensions=())
+
+
 def test_stage():
     s = lax.stage(2.0)
     assert isinstance(s, Array) and s.aval.weak_type
