@@ -9,6 +9,7 @@ bits as ``np.dot`` gave.
 """
 from __future__ import annotations
 
+import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic

@@ -25,6 +25,7 @@ import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # Numba's OpenMP pool beside OpenBLAS's
 
+import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -195,6 +196,21 @@ class CompiledKernel:
 
 
 _listing: dict = {}
+
+
+_warm = False
+
+
+def warm_up() -> None:
+    """Set up Numba's typing and target contexts (0.2 s, most of a process's first kernel
+    load) once: the program calls this while it waits for its first compiles, so that
+    loading them afterwards takes milliseconds."""
+    global _warm
+    if not _warm:
+        _warm = True
+        from numba.core.registry import cpu_target
+        cpu_target.typing_context.refresh()
+        cpu_target.target_context.refresh()
 
 
 def on_disk(path: str, func: str) -> bool:

@@ -45,6 +45,7 @@ def array_spec(dtype, ndim: int, readonly: bool) -> list:
 
 def numba_types(spec) -> tuple:
     """Numba argument types from a list of ``array_spec`` entries."""
+    import numba_backend._numba  # noqa: F401  (Numba the cheap way)
     import numba
     import numpy as np
     from numba import types
@@ -66,6 +67,7 @@ def load_module(name: str, path: str):
 
 
 def dispatcher(module, func: str, opts: dict):
+    import numba_backend._numba  # noqa: F401  (Numba the cheap way)
     import numba
     fast = set(opts["fastmath"]) if opts.get("fastmath") else False
     kw = dict(cache=opts.get("cache", True), nogil=True, error_model="numpy", fastmath=fast)
@@ -125,9 +127,54 @@ def _reply(out, msg: dict) -> None:
         pass   # the program has ended: the cache entry is what counts
 
 
+def _job_waiting(stream) -> bool:
+    """Whether a job is already in the pipe (no job has been read yet: no buffered data)."""
+    if os.name != "posix":
+        return True     # no select on pipes: skip the warm-up
+    import select
+    try:
+        return bool(select.select([stream], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+def warm_up(stream=None) -> None:
+    """Pay this process's first-compile costs before the first job comes, step by step,
+    stopping as soon as a job is waiting: Numba's import (the cheap way), its typing and
+    target contexts, and the compiled pairwise-sum helpers every float reduction kernel
+    calls (typed once per process and argument types: 0.4 s of the first such kernel).
+    A worker started ahead of the program's first compile (``workers.Pool.prestart``)
+    does this while the program is still importing and tracing."""
+    def numba_itself():
+        import numba_backend._numba  # noqa: F401  (Numba the cheap way)
+        import numba
+        numba.njit(cache=False, nogil=True)(lambda x: x + 1)(1)
+
+    def pairwise_sums():
+        import numba
+        import numpy as np
+        from numba_backend import pairwise as pw
+
+        def sums(b32, b64):
+            return pw.pairwise_cached(b32, 0, b32.shape[0]) + \
+                pw.pairwise_cached(b64, 0, b64.shape[0])
+        numba.njit(cache=False, nogil=True, error_model="numpy")(sums)(
+            np.zeros(8, np.float32), np.zeros(8))
+
+    for step in (numba_itself, pairwise_sums):
+        if stream is not None and _job_waiting(stream):
+            return
+        try:
+            step()
+        except Exception:   # a warm-up is an optimisation: the jobs report real errors
+            return
+
+
 def main() -> None:
     out = sys.stdout
     sys.stdout = sys.stderr   # stray prints of compiled code must not break the protocol
+    if os.environ.get("TRACER_COMPILE_WARM_UP", "1") != "0":
+        warm_up(sys.stdin)
     grace = float(os.environ.get("TRACER_COMPILE_AFTER_EXIT_S", "120"))
     parent = os.getppid()
     deadline = None

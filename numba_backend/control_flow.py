@@ -756,6 +756,7 @@ class CompiledRunner:
                     elif self.kind == "cond" or self._host_seconds() < _HOST_BUDGET_S:
                         return self.host(arrays)
                     # else a long scan: waiting for its compile beats running it in Python
+                    cache.warm_up()
                 reply = d.job.result()
                 if not reply["ok"]:
                     self._fail(reply.get("error"))

@@ -22,6 +22,7 @@ group).
 """
 from __future__ import annotations
 
+import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
 import numba
 import numpy as np
 

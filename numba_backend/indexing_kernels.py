@@ -9,6 +9,7 @@ subtraction, complex no ordering); one compiled specialisation per dtype pair.
 """
 from __future__ import annotations
 
+import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
 import numba
 
 

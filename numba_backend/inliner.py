@@ -22,6 +22,7 @@ import inspect
 import textwrap
 
 import numpy as np
+import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
 from numba.extending import register_jitable
 
 _INLINE: dict = {}          # (module, qualname) -> python function

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
+import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload, register_jitable

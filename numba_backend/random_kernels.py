@@ -7,6 +7,7 @@ uint32 arithmetic), so the results are the wrapping uint32 results of the NumPy 
 """
 from __future__ import annotations
 
+import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
 import numba
 import numpy as np
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
 from numba.extending import register_jitable
 
 # ----------------------------------- float16 --------------------------------------------

@@ -19,6 +19,7 @@ specialisation serves every dtype.
 """
 from __future__ import annotations
 
+import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
 import numba
 import numpy as np
 

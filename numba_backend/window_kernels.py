@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
 import numba
 import numpy as np
 

@@ -2,9 +2,10 @@
 kernels and loop drivers into the disk cache while the program runs on.
 
 A compile in a worker holds no lock of the program: the program keeps its GIL (and, on a
-machine with several cores, several workers compile at once). The pool starts lazily, on
-the first background compile, with ``TRACER_COMPILE_WORKERS`` processes (default: the
-cores less one, at least one and at most four). Workers live in their own process group
+machine with several cores, several workers compile at once). One worker starts at
+``import tracer`` where the default tier will use it (``prestart``); the others start on
+demand while every worker is busy, up to ``TRACER_COMPILE_WORKERS`` processes (default:
+``pool_size``). Jobs wait in one queue and go to the first idle worker. Workers live in their own process group
 and outlive the program by a bounded time, finishing the compiles it had asked for so that
 the next run finds them in the cache (``compile_worker``).
 
@@ -16,6 +17,7 @@ this process instead (the fallback the caller passes).
 """
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import logging
@@ -32,17 +34,20 @@ _BOOT = ("import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
 
 
 def pool_size() -> int:
+    """``TRACER_COMPILE_WORKERS``, else the cores less one, at least 2 where there are 2
+    cores (the program mostly waits for its first kernels: both cores compile) and at most
+    4."""
     env = os.environ.get("TRACER_COMPILE_WORKERS")
     if env:
         return max(1, int(env))
-    return max(1, min(4, (os.cpu_count() or 2) - 1))
+    cores = os.cpu_count() or 1
+    return min(4, max(cores - 1, min(cores, 2)))
 
 
 class _Worker:
     def __init__(self, pool: "Pool"):
         self.pool = pool
-        self.pending: dict = {}     # job id -> (job, future)
-        self.lock = threading.Lock()
+        self.pending: dict = {}     # job id -> (job, future, fallback), sent to this worker
         path = [p for p in sys.path if p]   # '' would mean the worker's cwd, not ours
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _BOOT, json.dumps(path)], stdin=subprocess.PIPE,
@@ -54,9 +59,10 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def submit(self, job: dict, fut: Future) -> None:
-        with self.lock:
-            self.pending[job["id"]] = (job, fut)
+    def send(self, entry) -> None:
+        """Hand one queued job to this worker (the pool's lock is held)."""
+        job = entry[0]
+        self.pending[job["id"]] = entry
         try:
             self.proc.stdin.write(json.dumps(job) + "\n")
             self.proc.stdin.flush()
@@ -69,33 +75,56 @@ class _Worker:
                 msg = json.loads(line)
             except ValueError:
                 continue
-            with self.lock:
+            with self.pool._lock:
                 entry = self.pending.pop(msg.get("id"), None)
             if entry is not None:
                 entry[1].set_result(msg)
+            self.pool._dispatch()
         code = self.proc.wait()
-        with self.lock:
+        with self.pool._lock:
             orphans, self.pending = list(self.pending.values()), {}
-        for job, fut in orphans:
-            self.pool._orphaned(job, fut, code)
+        for job, fut, fallback in orphans:
+            self.pool._orphaned(job, fut, code, fallback)
+        self.pool._dispatch()
 
 
 class Pool:
+    """Jobs wait in one queue here and go to the first worker that is idle (one job per
+    worker at a time), so a slow compile never holds up jobs another worker could take.
+    Jobs still queued when the program ends are handed to the workers then (``atexit``),
+    so they too reach the disk cache."""
+
     def __init__(self):
         self._workers: list = []
-        self._lock = threading.Lock()
+        self._queue: list = []      # (job, future, fallback) not yet sent to a worker
+        self._lock = threading.RLock()
         self._ids = itertools.count()
-        self.broken = False     # processes cannot be started here
+        self.broken = False         # processes cannot be started here
+        atexit.register(self._flush)
+
+    def _live(self) -> list:
+        self._workers = [w for w in self._workers if w.alive]
+        return self._workers
 
     def _worker(self) -> _Worker:
-        """The live worker with the fewest jobs, starting workers up to the pool size."""
+        """A live worker (started if there is none)."""
         with self._lock:
-            self._workers = [w for w in self._workers if w.alive]
-            if len(self._workers) < pool_size():
-                w = _Worker(self)
-                self._workers.append(w)
-                return w
-            return min(self._workers, key=lambda w: len(w.pending))
+            live = self._live()
+            if not live:
+                live.append(_Worker(self))
+            return min(live, key=lambda w: len(w.pending))
+
+    def prestart(self) -> None:
+        """Start one worker now, ahead of the first compile: it imports Numba and warms
+        up (``compile_worker.warm_up``) while the program imports and traces, so the
+        first job finds it ready (about 1 s earlier on a cold start). Never raises."""
+        with self._lock:
+            if self._workers or self.broken:
+                return
+            try:
+                self._workers.append(_Worker(self))
+            except OSError:
+                self.broken = True
 
     def submit(self, job: dict | None, fallback) -> Future:
         """Compile ``job`` in a worker; ``fallback()`` (in a thread of this process)
@@ -103,30 +132,59 @@ class Pool:
         Numba functions, which only this process holds)."""
         fut: Future = Future()
         if job is not None and not self.broken:
-            job = dict(job, id=next(self._ids), tries=0)
-            try:
-                self._worker().submit(job, fut)
-                return fut
-            except OSError as e:
-                self.broken = True
-                logger.warning("tracer: compile workers cannot start (%s); compiling on a "
-                               "thread of this process", e)
-        from numba_backend.executor import _background
-        return _background.submit(lambda: _run_fallback(fallback))
+            with self._lock:
+                self._queue.append((dict(job, id=next(self._ids), tries=0), fut, fallback))
+            self._dispatch()
+            return fut
+        return _fallback(fallback)
 
-    def _orphaned(self, job, fut, code):
+    def _dispatch(self) -> None:
+        """Send queued jobs to idle workers, starting workers (up to ``pool_size()``)
+        while every live one is busy."""
+        stranded = []
+        with self._lock:
+            while self._queue and not self.broken:
+                live = self._live()
+                idle = [w for w in live if not w.pending]
+                if idle:
+                    idle[0].send(self._queue.pop(0))
+                    continue
+                if len(live) >= pool_size():
+                    break
+                try:
+                    live.append(_Worker(self))
+                except OSError as e:
+                    self.broken = True
+                    logger.warning("tracer: compile workers cannot start (%s); compiling "
+                                   "on a thread of this process", e)
+            if self.broken:
+                stranded, self._queue = self._queue, []
+        for _, fut, fallback in stranded:
+            _fallback(fallback, fut)
+
+    def _orphaned(self, job, fut, code, fallback=None):
+        """A worker ended holding ``job``: it goes to another worker once, then fails."""
         if job["tries"] >= 1:
             fut.set_result({"id": job["id"], "ok": False,
                             "error": f"the compile worker ended with exit status {code}"})
             return
-        job = dict(job, tries=job["tries"] + 1)
-        try:
-            self._worker().submit(job, fut)
-        except OSError as e:
-            fut.set_result({"id": job["id"], "ok": False, "error": str(e)})
+        with self._lock:
+            self._queue.insert(0, (dict(job, tries=job["tries"] + 1), fut, fallback))
+
+    def _flush(self):
+        """At exit: every queued job to a live worker (they finish them after the program
+        has ended, compile_worker.main)."""
+        with self._lock:
+            live = self._live()
+            if not live:
+                return
+            queued, self._queue = self._queue, []
+            for i, entry in enumerate(queued):
+                live[i % len(live)].send(entry)
 
     def shutdown(self):
         """Close the workers' input (they finish what they hold, then exit)."""
+        self._flush()
         with self._lock:
             workers, self._workers = self._workers, []
         for w in workers:
@@ -134,6 +192,17 @@ class Pool:
                 w.proc.stdin.close()
             except OSError:
                 pass
+
+
+def _fallback(fallback, fut: Future | None = None) -> Future:
+    """Run ``fallback`` on the background thread of this process; resolve ``fut`` (or a
+    new Future) with the reply a worker would have sent."""
+    from numba_backend.executor import _background
+    inner = _background.submit(lambda: _run_fallback(fallback))
+    if fut is None:
+        return inner
+    inner.add_done_callback(lambda f: fut.set_result(f.result()))
+    return fut
 
 
 def _run_fallback(fn) -> dict:

@@ -115,15 +115,20 @@ def test_the_scan_catches_every_form_of_import(tmp_path):
     assert crossings(p, COMPILER + PUBLIC_FACE) == []
 
 
-def test_import_tracer_loads_no_compiler():
-    # the compiler is loaded by the first jit, not by ``import tracer``
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_import_tracer_loads_no_compiler(mode):
+    # the compiler is loaded by the first jit, not by ``import tracer``; with the default
+    # tier, ``import tracer`` starts one compile worker through numba_backend.workers (a
+    # module of plain subprocesses: no Numba, no lowering in this process)
     code = ("import sys, tracer, tracer.numpy, lax\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('lowering', 'numba_backend', 'numba')))\n")
+    env = {**__import__("os").environ, "TRACER_JIT_COMPILE": mode}
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=120, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.strip() == "[]", res.stdout
+    want = "[]" if mode == "sync" else "['numba_backend', 'numba_backend.workers']"
+    assert res.stdout.strip() == want, res.stdout
 
 
 def test_the_first_jit_loads_numba_without_all_of_scipy_linalg(tmp_path):

@@ -7,6 +7,8 @@ and the public transformations. ``lax`` imports this package first, so ``import 
 before ``import tracer`` runs the same order (lax/__init__.py).
 """
 from tracer.config import config
+from tracer import _jit_backend
+_jit_backend.prestart_compile_worker()   # first, so that it boots while the rest imports
 from tracer import dtypes
 from tracer.core import Array, ShapeDtypeStruct, ShapedArray, Primitive
 from tracer.errors import (ConcretizationTypeError, TracerArrayConversionError,

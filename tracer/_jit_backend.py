@@ -25,6 +25,21 @@ _MAX_EXECUTABLES = 512
 _executables: "OrderedDict[int, tuple]" = OrderedDict()
 
 
+def prestart_compile_worker():
+    """Start one compile worker now, at ``import tracer``, when the default tier (async)
+    will use it: it takes about a second to import Numba and warm up, time the program
+    spends importing, building inputs and tracing (``numba_backend.workers``: plain
+    subprocesses, no Numba in this process). It idles, and ends with the program, where
+    nothing is ever compiled; ``jit_compile="sync"`` or ``"none"`` at import start none."""
+    if config.jit_compile != "async":
+        return
+    try:
+        from numba_backend.workers import pool
+        pool.prestart()
+    except Exception:   # an optimisation: the first compile starts the pool anyway
+        pass
+
+
 def _lower_program(closed: ClosedJaxpr):
     from lowering import pipeline
     return pipeline.lower(closed)

@@ -103,6 +103,44 @@ def test_orphaned_job_is_retried_once_then_fails():
                                      "error": "the compile worker ended with exit status -9"}
 
 
+def test_import_starts_one_warm_worker_and_jobs_reach_it(tmp_path):
+    """``import tracer`` (default tier) starts one worker; the queue hands the jobs to it
+    (and to the workers started while it is busy) and every job is answered."""
+    code = textwrap.dedent("""
+        import json, sys
+        import tracer
+        from numba_backend import workers
+        print(len(workers.pool._workers), "numba" in sys.modules)
+        futs = [workers.pool.submit({"module": "tracer_kernels.nothing",
+                                     "path": "/nonexistent%d.py" % i, "func": "kernel",
+                                     "opts": {}, "sig": []}, lambda: None) for i in range(5)]
+        replies = [f.result(timeout=300) for f in futs]
+        print(all(r["ok"] is False and "nonexistent%d" % i in r["error"]
+                  for i, r in enumerate(replies)))
+        print(len(workers.pool._queue), 1 <= len(workers.pool._workers) <= workers.pool_size())
+    """)
+    env = dict(os.environ, TRACER_CACHE_DIR=str(tmp_path), TRACER_JIT_COMPILE="async",
+               PYTHONPATH=ROOT)
+    res = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == ["1", "False", "True", "0", "True"], res.stdout
+
+
+def test_workers_that_end_as_they_start_fail_the_job_after_one_retry(monkeypatch):
+    # (a job goes to a worker as soon as one is idle; two that end leave it failed, and
+    # nothing restarts workers once the queue is empty)
+    from numba_backend import workers
+    monkeypatch.setattr(workers, "_BOOT", "import sys; sys.exit(3)")
+    p = workers.Pool()
+    fut = p.submit({"module": "m", "path": "/x.py", "func": "kernel", "opts": {},
+                    "sig": []}, lambda: None)
+    reply = fut.result(timeout=120)
+    assert reply["ok"] is False and "exit status 3" in reply["error"], reply
+    time.sleep(0.5)
+    assert p._queue == [] and p._live() == []
+
+
 SCRIPT = textwrap.dedent("""
     import sys, time
     import numpy as np

@@ -1,0 +1,44 @@
+"""Numba, imported once, the cheap way: every module of ``numba_backend`` that uses Numba
+imports this one first (``import numba_backend._numba``), and so does a compile worker."""
+
+import importlib.machinery as _machinery
+import importlib.util as _util
+import os as _os
+import sys as _sys
+
+
+def import_numba():
+    """Import Numba and its registries without importing all of ``scipy.linalg``.
+
+    Numba's ``numba.np.arraymath`` checks at import that BLAS is there by importing
+    ``scipy.linalg.cython_blas``, and a submodule import runs its package's
+    ``__init__``: the whole of ``scipy.linalg``, 0.27 s of every process that compiles or
+    loads a kernel (the program and each compile worker) against 0.01 s for the
+    extension module itself. So the extension module is loaded on its own for the check
+    and taken out of ``sys.modules`` again at once: a later ``import scipy.linalg`` (a
+    compiled BLAS call's first use, or the user's) imports it the normal way.
+    """
+    if "numba" in _sys.modules:
+        return
+    placed = None
+    if "scipy.linalg" not in _sys.modules:
+        try:
+            import scipy
+            d = _os.path.join(scipy.__path__[0], "linalg")
+            name = "scipy.linalg.cython_blas"
+            fn = next(f for f in _os.listdir(d) if f.startswith("cython_blas.")
+                      and f.endswith(tuple(_machinery.EXTENSION_SUFFIXES)))
+            loader = _machinery.ExtensionFileLoader(name, _os.path.join(d, fn))
+            mod = _util.module_from_spec(_util.spec_from_loader(name, loader))
+            loader.exec_module(mod)
+            placed = _sys.modules.setdefault(name, mod)
+        except Exception:     # no SciPy, another layout: Numba's own check decides
+            placed = None
+    try:
+        import numba.np.arraymath  # noqa: F401  (runs the BLAS check)
+    finally:
+        if placed is not None and "scipy.linalg" not in _sys.modules:
+            _sys.modules.pop("scipy.linalg.cython_blas", None)
+
+
+import_numba()
