@@ -45,14 +45,15 @@ def pool_size() -> int:
 
 
 class _Worker:
-    def __init__(self, pool: "Pool"):
+    def __init__(self, pool: "Pool", warm_up: bool = True):
         self.pool = pool
         self.pending: dict = {}     # job id -> (job, future, fallback), sent to this worker
         path = [p for p in sys.path if p]   # '' would mean the worker's cwd, not ours
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _BOOT, json.dumps(path)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
-            start_new_session=True)
+            start_new_session=True,
+            env=None if warm_up else dict(os.environ, TRACER_COMPILE_WARM_UP="0"))
         threading.Thread(target=self._read, name="tracer-compile-reader", daemon=True).start()
 
     @property
@@ -114,15 +115,17 @@ class Pool:
                 live.append(_Worker(self))
             return min(live, key=lambda w: len(w.pending))
 
-    def prestart(self) -> None:
-        """Start one worker now, ahead of the first compile: it imports Numba and warms
-        up (``compile_worker.warm_up``) while the program imports and traces, so the
-        first job finds it ready (about 1 s earlier on a cold start). Never raises."""
+    def prestart(self, warm_up: bool = True) -> None:
+        """Start one worker now, ahead of the first compile. With ``warm_up`` it imports
+        Numba and warms up (``compile_worker.warm_up``) while the program imports and
+        traces, so the first job finds it ready (about 1 s earlier on a cold start);
+        without, it only waits (a run that will load its kernels from the cache should
+        not spend a core on a warm-up). Never raises."""
         with self._lock:
             if self._workers or self.broken:
                 return
             try:
-                self._workers.append(_Worker(self))
+                self._workers.append(_Worker(self, warm_up))
             except OSError:
                 self.broken = True
 

@@ -29,13 +29,22 @@ def prestart_compile_worker():
     """Start one compile worker now, at ``import tracer``, when the default tier (async)
     will use it: it takes about a second to import Numba and warm up, time the program
     spends importing, building inputs and tracing (``numba_backend.workers``: plain
-    subprocesses, no Numba in this process). It idles, and ends with the program, where
-    nothing is ever compiled; ``jit_compile="sync"`` or ``"none"`` at import start none."""
+    subprocesses, no Numba in this process). It warms up only where the kernel cache is
+    empty (a first run: compiles will come; a later run mostly loads from the cache). It
+    idles, and ends with the program, where nothing is ever compiled;
+    ``jit_compile="sync"`` or ``"none"`` at import start none."""
     if config.jit_compile != "async":
         return
     try:
+        import os
         from numba_backend.workers import pool
-        pool.prestart()
+        kernels = os.path.join(config.cache_dir, "kernels")
+        try:
+            with os.scandir(kernels) as it:
+                empty = not any(e.name.endswith(".py") for e in it)
+        except OSError:
+            empty = True
+        pool.prestart(warm_up=empty)
     except Exception:   # an optimisation: the first compile starts the pool anyway
         pass
 
