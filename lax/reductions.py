@@ -311,9 +311,17 @@ def reduce(operands, init_values, computation, dimensions):
     two such structures of scalars and returns one. Results: the operands' shapes without
     ``dimensions``, their dtypes, in ``operands``' structure.
 
-    As in XLA the computation should be associative (and ``init_values`` its identity):
-    the reduced elements are combined as a balanced tree (an odd element out is carried
-    to the next level), then the init value is combined once, at the root.
+    Order: each result element is the left fold from ``init_values`` over its reduced
+    elements in row-major order of ``dimensions`` (``acc = computation(acc, x)``, one
+    element at a time), in every tier (eager, jit, and the fold that jvp/grad
+    differentiate), so a computation need not be associative. This is XLA:CPU's order as
+    JAX runs it for every variadic reduction and for single-operand reductions whose
+    reduced dims all have size <= 32; for larger ones XLA:CPU folds windows of 32 first
+    (README, "Differences"). Where each result element has exactly one reduced element
+    (``dimensions`` empty, or all of size 1) the operands are returned as they are,
+    without the computation or ``init_values`` (as JAX: XLA treats the init value as the
+    identity there); with no reduced element (a dimension of size 0) the result is
+    ``init_values``.
     A single-operand computation that is one add/mul/max/min/and/or with its identity as
     init value becomes the dedicated primitive (``reduce_sum``, ...), as in JAX; anything
     else is a ``reduce`` equation holding the traced computation. Raises ValueError when
@@ -345,6 +353,18 @@ def reduce(operands, init_values, computation, dimensions):
             out = ew.convert_element_type_p.bind(out, new_dtype=get_aval(out).dtype,
                                                  weak_type=weak)
         return tree_unflatten(tree, [out])
+    shape = get_aval(flat_ops[0]).shape
+    if all(shape[d] == 1 for d in dims):
+        # one element per result: nothing is combined (XLA returns it unchanged)
+        out_avals = _reduce_abstract_eval(*map(get_aval, flat_ops), *map(get_aval, flat_inits),
+                                          computation=closed, dimensions=dims)
+        outs = []
+        for x, a in zip(flat_ops, out_avals):
+            y = shapes.reshape(x, a.shape) if dims else x
+            if get_aval(y).weak_type != a.weak_type:
+                y = ew.convert_element_type_p.bind(y, new_dtype=a.dtype, weak_type=a.weak_type)
+            outs.append(y)
+        return tree_unflatten(tree, outs)
     outs = reduce_p.bind(*flat_ops, *flat_inits, computation=closed, dimensions=dims)
     return tree_unflatten(tree, outs)
 
@@ -481,26 +501,26 @@ def _eval_computation_np(closed, xs, ys):
     return outs
 
 
+def _reduced_elements(x, dimensions):
+    """``x`` (NumPy) as (k, *kept shape): its reduced elements in row-major order of
+    ``dimensions`` along the leading axis."""
+    kept = [i for i in range(x.ndim) if i not in dimensions]
+    k = int(np.prod([x.shape[i] for i in dimensions], dtype=np.int64))
+    return np.transpose(x, list(dimensions) + kept).reshape(
+        (k,) + tuple(x.shape[i] for i in kept))
+
+
 def _reduce_impl(*args, computation, dimensions):
+    # The left fold from the init values, over the reduced elements in row-major order
+    # of ``dimensions``: every result element at once, one reduced element per step.
     n = len(args) // 2
     ops, inits = args[:n], args[n:]
-    x0 = ops[0]
-    kept = [i for i in range(x0.ndim) if i not in dimensions]
-    out_shape = tuple(x0.shape[i] for i in kept)
-    k = int(np.prod([x0.shape[i] for i in dimensions], dtype=np.int64))
-    xs = [np.transpose(x, kept + list(dimensions)).reshape(out_shape + (k,)) for x in ops]
-    # A balanced tree over the reduced elements (an odd one out is carried up a level),
-    # then the init value, once, at the root.
-    while k > 1:
-        m = k // 2
-        pairs = _eval_computation_np(computation, [x[..., :m] for x in xs],
-                                     [x[..., m:2 * m] for x in xs])
-        xs = [np.concatenate([p, x[..., 2 * m:]], -1) for p, x in zip(pairs, xs)]
-        k -= m
-    init_b = [np.broadcast_to(v, out_shape) for v in inits]
-    if k == 0:
-        return [np.array(v) for v in init_b]
-    return _eval_computation_np(computation, init_b, [x[..., 0] for x in xs])
+    xs = [_reduced_elements(np.asarray(x), dimensions) for x in ops]
+    out_shape = xs[0].shape[1:]
+    accs = [np.array(np.broadcast_to(v, out_shape)) for v in inits]
+    for i in range(xs[0].shape[0]):
+        accs = _eval_computation_np(computation, accs, [x[i] for x in xs])
+    return [np.asarray(a).astype(np.asarray(v).dtype, copy=False) for a, v in zip(accs, inits)]
 
 
 def _apply_computation(computation, xs, ys):
@@ -516,30 +536,25 @@ def _apply_computation(computation, xs, ys):
     return [shapes.reshape(o, shape) for o in outs]
 
 
-def _reduce_tree(ops, inits, computation, dimensions):
-    """``reduce`` written with lax operations: the same balanced tree as the impl."""
+def _reduce_fold(ops, inits, computation, dimensions):
+    """``reduce`` written with lax operations, to be differentiated: the impl's left fold
+    from the init values, as a scan over the reduced elements in row-major order."""
+    from lax.control_flow import scan
     aval = get_aval(ops[0])
-    kept = [i for i in range(aval.ndim) if i not in dimensions]
+    kept = tuple(i for i in range(aval.ndim) if i not in dimensions)
     out_shape = tuple(aval.shape[i] for i in kept)
     k = int(np.prod([aval.shape[i] for i in dimensions], dtype=np.int64))
-    xs = [shapes.reshape(shapes.transpose(x, tuple(kept) + tuple(dimensions)),
-                         out_shape + (k,)) for x in ops]
-    r = len(out_shape)
-    while k > 1:
-        m = k // 2
-        pairs = _apply_computation(computation,
-                                   [shapes.slice_in_dim(x, 0, m, 1, r) for x in xs],
-                                   [shapes.slice_in_dim(x, m, 2 * m, 1, r) for x in xs])
-        if k % 2:
-            pairs = [shapes.concatenate([p, shapes.slice_in_dim(x, 2 * m, k, 1, r)], r)
-                     for p, x in zip(pairs, xs)]
-        xs = pairs
-        k -= m
     init_b = [shapes.broadcast_in_dim(v, out_shape, ()) for v in inits]
-    if k == 0:
+    if k == 0 or 0 in out_shape:
         return init_b
-    return _apply_computation(computation, init_b,
-                              [shapes.reshape(x, out_shape) for x in xs])
+    xs = [shapes.reshape(shapes.transpose(x, tuple(dimensions) + kept), (k,) + out_shape)
+          for x in ops]
+
+    def step(accs, elems):
+        return _apply_computation(computation, accs, elems), None
+
+    outs, _ = scan(step, init_b, xs)
+    return outs
 
 
 def _reduce_jvp(primals, tangents, *, computation, dimensions):
@@ -548,7 +563,7 @@ def _reduce_jvp(primals, tangents, *, computation, dimensions):
     outs = reduce_p.bind(*primals, computation=computation, dimensions=dimensions)
     if all(type(t) is Zero for t in tangents):
         return outs, [Zero.from_primal_value(o) for o in outs]
-    tree = lambda *a: _reduce_tree(a[:n], a[n:], computation, dimensions)
+    tree = lambda *a: _reduce_fold(a[:n], a[n:], computation, dimensions)
     _, t_out = jvp_flat(tree, list(primals), list(tangents), instantiate=False)
     t_out = [Zero.from_primal_value(o) if type(t) is Zero else t for o, t in zip(outs, t_out)]
     return outs, t_out
