@@ -381,16 +381,19 @@ def _init_like(v, x):
 _reduction_jaxpr_cache: dict = {}
 
 
-def _reduction_jaxpr(computation, init_avals, tree):
-    """The computation traced on scalars: (ClosedJaxpr over 2n scalars, output treedef)."""
+def _reduction_jaxpr(computation, init_avals, tree, cache=True):
+    """The computation traced on scalars: (ClosedJaxpr over 2n scalars, output treedef);
+    cached by ``computation`` unless ``cache`` is false (a closure made per call)."""
     from tracer.core import Tracer
     from tracer.interpreters import partial_eval as pe
     from tracer.pytree import PyTreeDef, flatten_fun
     key = (computation, init_avals, tree)
     try:
-        hit = _reduction_jaxpr_cache.get(key)
+        hit = _reduction_jaxpr_cache.get(key) if cache else None
     except TypeError:
         key, hit = None, None
+    if not cache:
+        key = None
     if hit is not None:
         return hit
     # computation(acc, x): both arguments have the operands' structure ``tree``.
