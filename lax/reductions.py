@@ -321,7 +321,8 @@ def reduce(operands, init_values, computation, dimensions):
     (``dimensions`` empty, or all of size 1) the operands are returned as they are,
     without the computation or ``init_values`` (as JAX: XLA treats the init value as the
     identity there); with no reduced element (a dimension of size 0) the result is
-    ``init_values``.
+    ``init_values``. The eager impl takes one NumPy step (over all result elements) per
+    reduced element; under jit the fold is a compiled loop.
     A single-operand computation that is one add/mul/max/min/and/or with its identity as
     init value becomes the dedicated primitive (``reduce_sum``, ...), as in JAX; anything
     else is a ``reduce`` equation holding the traced computation. Raises ValueError when
@@ -466,21 +467,49 @@ def _reduce_abstract_eval(*avals, computation, dimensions):
             for a, v in zip(ops, inits)]
 
 
+def _scalar_jaxpr_runner(closed):
+    """A function running the computation's equations by their NumPy impls on a list of
+    arrays (its operands), each result cast to its var's dtype, floating-point errors
+    ignored: the jaxpr walked once, so that a fold calling it once per element pays
+    little per call."""
+    from tracer.jaxpr import Literal
+    jaxpr = closed.jaxpr
+    slot: dict = {}
+    for v in list(jaxpr.constvars) + list(jaxpr.invars):
+        slot[v] = len(slot)
+    consts = [np.asarray(c) for c in closed.consts]
+    n_in = len(jaxpr.invars)
+
+    def ref(a):
+        return ("lit", np.asarray(a.val)) if isinstance(a, Literal) else ("var", slot[a])
+
+    prog = []
+    for eqn in jaxpr.eqns:
+        ins = [ref(a) for a in eqn.invars]
+        for v in eqn.outvars:
+            slot[v] = len(slot)
+        impl = eqn.primitive.impl
+        impl = getattr(impl, "impl_without_errstate", impl)      # ``run`` sets it once
+        prog.append((impl, ins, eqn.params, eqn.primitive.multiple_results,
+                     [np.dtype(v.aval.dtype) for v in eqn.outvars]))
+    outs_ref = [ref(v) for v in jaxpr.outvars]
+
+    def run(args):
+        if len(args) != n_in:
+            raise TypeError(f"computation: {len(args)} operands for {n_in} inputs")
+        env = consts + [np.asarray(a) for a in args]
+        for impl, ins, params, multiple, dts in prog:
+            outs = impl(*[env[i] if k == "var" else i for k, i in ins], **params)
+            for o, dt in zip(outs if multiple else [outs], dts):
+                o = np.asarray(o)
+                env.append(o if o.dtype == dt else o.astype(dt))
+        return [env[i] if k == "var" else i for k, i in outs_ref]
+    return np_errstate(run)
+
+
 def _run_scalar_jaxpr_np(closed, args):
     """The computation's equations run by their NumPy impls on ``args`` (arrays)."""
-    jaxpr = closed.jaxpr
-    env = dict(zip(jaxpr.constvars, [np.asarray(c) for c in closed.consts]))
-    env.update(zip(jaxpr.invars, args))
-
-    def read(v):
-        return np.asarray(v.val) if type(v).__name__ == "Literal" else env[v]
-
-    for eqn in jaxpr.eqns:
-        outs = eqn.primitive.impl(*map(read, eqn.invars), **eqn.params)
-        outs = outs if eqn.primitive.multiple_results else [outs]
-        for v, o in zip(eqn.outvars, outs):
-            env[v] = np.asarray(o).astype(v.aval.dtype, copy=False)
-    return [read(v) for v in jaxpr.outvars]
+    return _scalar_jaxpr_runner(closed)(list(args))
 
 
 def _eval_computation_np(closed, xs, ys):
@@ -515,15 +544,30 @@ def _reduced_elements(x, dimensions):
 
 def _reduce_impl(*args, computation, dimensions):
     # The left fold from the init values, over the reduced elements in row-major order
-    # of ``dimensions``: every result element at once, one reduced element per step.
+    # of ``dimensions``: every result element at once, one reduced element per step (a
+    # computation that is not element-wise on arrays: element by element).
     n = len(args) // 2
     ops, inits = args[:n], args[n:]
     xs = [_reduced_elements(np.asarray(x), dimensions) for x in ops]
     out_shape = xs[0].shape[1:]
+    dts = [np.asarray(v).dtype for v in inits]
     accs = [np.array(np.broadcast_to(v, out_shape)) for v in inits]
+    run = _scalar_jaxpr_runner(computation)
+    whole = True
     for i in range(xs[0].shape[0]):
-        accs = _eval_computation_np(computation, accs, [x[i] for x in xs])
-    return [np.asarray(a).astype(np.asarray(v).dtype, copy=False) for a, v in zip(accs, inits)]
+        elems = [x[i] for x in xs]
+        outs = None
+        if whole:
+            try:
+                outs = run(accs + elems)
+            except (ValueError, TypeError, IndexError):
+                outs = None
+            if outs is None or any(o.shape not in (out_shape, ()) for o in outs):
+                whole, outs = False, None
+        if outs is None:
+            outs = _eval_computation_np(computation, accs, elems)
+        accs = [o if o.shape == out_shape else np.broadcast_to(o, out_shape) for o in outs]
+    return [np.asarray(a).astype(dt, copy=False) for a, dt in zip(accs, dts)]
 
 
 def _apply_computation(computation, xs, ys):
