@@ -311,9 +311,18 @@ def reduce(operands, init_values, computation, dimensions):
     two such structures of scalars and returns one. Results: the operands' shapes without
     ``dimensions``, their dtypes, in ``operands``' structure.
 
-    As in XLA the computation should be associative (and ``init_values`` its identity):
-    the reduced elements are combined as a balanced tree (an odd element out is carried
-    to the next level), then the init value is combined once, at the root.
+    Order: each result element is the left fold from ``init_values`` over its reduced
+    elements in row-major order of ``dimensions`` (``acc = computation(acc, x)``, one
+    element at a time), in every tier (eager, jit, and the fold that jvp/grad
+    differentiate), so a computation need not be associative. This is XLA:CPU's order as
+    JAX runs it for every variadic reduction and for single-operand reductions whose
+    reduced dims all have size <= 32; for larger ones XLA:CPU folds windows of 32 first
+    (README, "Differences"). Where each result element has exactly one reduced element
+    (``dimensions`` empty, or all of size 1) the operands are returned as they are,
+    without the computation or ``init_values`` (as JAX: XLA treats the init value as the
+    identity there); with no reduced element (a dimension of size 0) the result is
+    ``init_values``. The eager impl takes one NumPy step (over all result elements) per
+    reduced element; under jit the fold is a compiled loop.
     A single-operand computation that is one add/mul/max/min/and/or with its identity as
     init value becomes the dedicated primitive (``reduce_sum``, ...), as in JAX; anything
     else is a ``reduce`` equation holding the traced computation. Raises ValueError when
@@ -345,6 +354,18 @@ def reduce(operands, init_values, computation, dimensions):
             out = ew.convert_element_type_p.bind(out, new_dtype=get_aval(out).dtype,
                                                  weak_type=weak)
         return tree_unflatten(tree, [out])
+    shape = get_aval(flat_ops[0]).shape
+    if all(shape[d] == 1 for d in dims):
+        # one element per result: nothing is combined (XLA returns it unchanged)
+        out_avals = _reduce_abstract_eval(*map(get_aval, flat_ops), *map(get_aval, flat_inits),
+                                          computation=closed, dimensions=dims)
+        outs = []
+        for x, a in zip(flat_ops, out_avals):
+            y = shapes.reshape(x, a.shape) if dims else x
+            if get_aval(y).weak_type != a.weak_type:
+                y = ew.convert_element_type_p.bind(y, new_dtype=a.dtype, weak_type=a.weak_type)
+            outs.append(y)
+        return tree_unflatten(tree, outs)
     outs = reduce_p.bind(*flat_ops, *flat_inits, computation=closed, dimensions=dims)
     return tree_unflatten(tree, outs)
 
@@ -361,16 +382,19 @@ def _init_like(v, x):
 _reduction_jaxpr_cache: dict = {}
 
 
-def _reduction_jaxpr(computation, init_avals, tree):
-    """The computation traced on scalars: (ClosedJaxpr over 2n scalars, output treedef)."""
+def _reduction_jaxpr(computation, init_avals, tree, cache=True):
+    """The computation traced on scalars: (ClosedJaxpr over 2n scalars, output treedef);
+    cached by ``computation`` unless ``cache`` is false (a closure made per call)."""
     from tracer.core import Tracer
     from tracer.interpreters import partial_eval as pe
     from tracer.pytree import PyTreeDef, flatten_fun
     key = (computation, init_avals, tree)
     try:
-        hit = _reduction_jaxpr_cache.get(key)
+        hit = _reduction_jaxpr_cache.get(key) if cache else None
     except TypeError:
         key, hit = None, None
+    if not cache:
+        key = None
     if hit is not None:
         return hit
     # computation(acc, x): both arguments have the operands' structure ``tree``.
@@ -443,21 +467,49 @@ def _reduce_abstract_eval(*avals, computation, dimensions):
             for a, v in zip(ops, inits)]
 
 
+def _scalar_jaxpr_runner(closed):
+    """A function running the computation's equations by their NumPy impls on a list of
+    arrays (its operands), each result cast to its var's dtype, floating-point errors
+    ignored: the jaxpr walked once, so that a fold calling it once per element pays
+    little per call."""
+    from tracer.jaxpr import Literal
+    jaxpr = closed.jaxpr
+    slot: dict = {}
+    for v in list(jaxpr.constvars) + list(jaxpr.invars):
+        slot[v] = len(slot)
+    consts = [np.asarray(c) for c in closed.consts]
+    n_in = len(jaxpr.invars)
+
+    def ref(a):
+        return ("lit", np.asarray(a.val)) if isinstance(a, Literal) else ("var", slot[a])
+
+    prog = []
+    for eqn in jaxpr.eqns:
+        ins = [ref(a) for a in eqn.invars]
+        for v in eqn.outvars:
+            slot[v] = len(slot)
+        impl = eqn.primitive.impl
+        impl = getattr(impl, "impl_without_errstate", impl)      # ``run`` sets it once
+        prog.append((impl, ins, eqn.params, eqn.primitive.multiple_results,
+                     [np.dtype(v.aval.dtype) for v in eqn.outvars]))
+    outs_ref = [ref(v) for v in jaxpr.outvars]
+
+    def run(args):
+        if len(args) != n_in:
+            raise TypeError(f"computation: {len(args)} operands for {n_in} inputs")
+        env = consts + [np.asarray(a) for a in args]
+        for impl, ins, params, multiple, dts in prog:
+            outs = impl(*[env[i] if k == "var" else i for k, i in ins], **params)
+            for o, dt in zip(outs if multiple else [outs], dts):
+                o = np.asarray(o)
+                env.append(o if o.dtype == dt else o.astype(dt))
+        return [env[i] if k == "var" else i for k, i in outs_ref]
+    return np_errstate(run)
+
+
 def _run_scalar_jaxpr_np(closed, args):
     """The computation's equations run by their NumPy impls on ``args`` (arrays)."""
-    jaxpr = closed.jaxpr
-    env = dict(zip(jaxpr.constvars, [np.asarray(c) for c in closed.consts]))
-    env.update(zip(jaxpr.invars, args))
-
-    def read(v):
-        return np.asarray(v.val) if type(v).__name__ == "Literal" else env[v]
-
-    for eqn in jaxpr.eqns:
-        outs = eqn.primitive.impl(*map(read, eqn.invars), **eqn.params)
-        outs = outs if eqn.primitive.multiple_results else [outs]
-        for v, o in zip(eqn.outvars, outs):
-            env[v] = np.asarray(o).astype(v.aval.dtype, copy=False)
-    return [read(v) for v in jaxpr.outvars]
+    return _scalar_jaxpr_runner(closed)(list(args))
 
 
 def _eval_computation_np(closed, xs, ys):
@@ -481,26 +533,41 @@ def _eval_computation_np(closed, xs, ys):
     return outs
 
 
+def _reduced_elements(x, dimensions):
+    """``x`` (NumPy) as (k, *kept shape): its reduced elements in row-major order of
+    ``dimensions`` along the leading axis."""
+    kept = [i for i in range(x.ndim) if i not in dimensions]
+    k = int(np.prod([x.shape[i] for i in dimensions], dtype=np.int64))
+    return np.transpose(x, list(dimensions) + kept).reshape(
+        (k,) + tuple(x.shape[i] for i in kept))
+
+
 def _reduce_impl(*args, computation, dimensions):
+    # The left fold from the init values, over the reduced elements in row-major order
+    # of ``dimensions``: every result element at once, one reduced element per step (a
+    # computation that is not element-wise on arrays: element by element).
     n = len(args) // 2
     ops, inits = args[:n], args[n:]
-    x0 = ops[0]
-    kept = [i for i in range(x0.ndim) if i not in dimensions]
-    out_shape = tuple(x0.shape[i] for i in kept)
-    k = int(np.prod([x0.shape[i] for i in dimensions], dtype=np.int64))
-    xs = [np.transpose(x, kept + list(dimensions)).reshape(out_shape + (k,)) for x in ops]
-    # A balanced tree over the reduced elements (an odd one out is carried up a level),
-    # then the init value, once, at the root.
-    while k > 1:
-        m = k // 2
-        pairs = _eval_computation_np(computation, [x[..., :m] for x in xs],
-                                     [x[..., m:2 * m] for x in xs])
-        xs = [np.concatenate([p, x[..., 2 * m:]], -1) for p, x in zip(pairs, xs)]
-        k -= m
-    init_b = [np.broadcast_to(v, out_shape) for v in inits]
-    if k == 0:
-        return [np.array(v) for v in init_b]
-    return _eval_computation_np(computation, init_b, [x[..., 0] for x in xs])
+    xs = [_reduced_elements(np.asarray(x), dimensions) for x in ops]
+    out_shape = xs[0].shape[1:]
+    dts = [np.asarray(v).dtype for v in inits]
+    accs = [np.array(np.broadcast_to(v, out_shape)) for v in inits]
+    run = _scalar_jaxpr_runner(computation)
+    whole = True
+    for i in range(xs[0].shape[0]):
+        elems = [x[i] for x in xs]
+        outs = None
+        if whole:
+            try:
+                outs = run(accs + elems)
+            except (ValueError, TypeError, IndexError):
+                outs = None
+            if outs is None or any(o.shape not in (out_shape, ()) for o in outs):
+                whole, outs = False, None
+        if outs is None:
+            outs = _eval_computation_np(computation, accs, elems)
+        accs = [o if o.shape == out_shape else np.broadcast_to(o, out_shape) for o in outs]
+    return [np.asarray(a).astype(dt, copy=False) for a, dt in zip(accs, dts)]
 
 
 def _apply_computation(computation, xs, ys):
@@ -516,30 +583,25 @@ def _apply_computation(computation, xs, ys):
     return [shapes.reshape(o, shape) for o in outs]
 
 
-def _reduce_tree(ops, inits, computation, dimensions):
-    """``reduce`` written with lax operations: the same balanced tree as the impl."""
+def _reduce_fold(ops, inits, computation, dimensions):
+    """``reduce`` written with lax operations, to be differentiated: the impl's left fold
+    from the init values, as a scan over the reduced elements in row-major order."""
+    from lax.control_flow import scan
     aval = get_aval(ops[0])
-    kept = [i for i in range(aval.ndim) if i not in dimensions]
+    kept = tuple(i for i in range(aval.ndim) if i not in dimensions)
     out_shape = tuple(aval.shape[i] for i in kept)
     k = int(np.prod([aval.shape[i] for i in dimensions], dtype=np.int64))
-    xs = [shapes.reshape(shapes.transpose(x, tuple(kept) + tuple(dimensions)),
-                         out_shape + (k,)) for x in ops]
-    r = len(out_shape)
-    while k > 1:
-        m = k // 2
-        pairs = _apply_computation(computation,
-                                   [shapes.slice_in_dim(x, 0, m, 1, r) for x in xs],
-                                   [shapes.slice_in_dim(x, m, 2 * m, 1, r) for x in xs])
-        if k % 2:
-            pairs = [shapes.concatenate([p, shapes.slice_in_dim(x, 2 * m, k, 1, r)], r)
-                     for p, x in zip(pairs, xs)]
-        xs = pairs
-        k -= m
     init_b = [shapes.broadcast_in_dim(v, out_shape, ()) for v in inits]
-    if k == 0:
+    if k == 0 or 0 in out_shape:
         return init_b
-    return _apply_computation(computation, init_b,
-                              [shapes.reshape(x, out_shape) for x in xs])
+    xs = [shapes.reshape(shapes.transpose(x, tuple(dimensions) + kept), (k,) + out_shape)
+          for x in ops]
+
+    def step(accs, elems):
+        return _apply_computation(computation, accs, elems), None
+
+    outs, _ = scan(step, init_b, xs)
+    return outs
 
 
 def _reduce_jvp(primals, tangents, *, computation, dimensions):
@@ -548,7 +610,7 @@ def _reduce_jvp(primals, tangents, *, computation, dimensions):
     outs = reduce_p.bind(*primals, computation=computation, dimensions=dimensions)
     if all(type(t) is Zero for t in tangents):
         return outs, [Zero.from_primal_value(o) for o in outs]
-    tree = lambda *a: _reduce_tree(a[:n], a[n:], computation, dimensions)
+    tree = lambda *a: _reduce_fold(a[:n], a[n:], computation, dimensions)
     _, t_out = jvp_flat(tree, list(primals), list(tangents), instantiate=False)
     t_out = [Zero.from_primal_value(o) if type(t) is Zero else t for o, t in zip(outs, t_out)]
     return outs, t_out

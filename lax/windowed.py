@@ -13,7 +13,9 @@
 - ``select_and_scatter`` is the spec's SelectAndScatter with user ``select`` and
   ``scatter`` computations (traced to scalar jaxprs, held as params); its NumPy impl is
   the spec's loop (windows in row-major order, each window's elements in row-major order,
-  padding never selected). Under jit it is a host step; like JAX it has no derivative.
+  padding never selected). Under jit it compiles (lowering/windowed.py: two folds of
+  the computations' element expressions), bit for bit the impl's result; like JAX it
+  has no derivative.
 - ``cumsum``, ``cumprod``, ``cummax``, ``cummin``, ``cumlogsumexp`` along one axis (with
   ``reverse``): primitives with NumPy impls (sequential folds from the identity, max/min
   by lax.max's rule, as XLA:CPU); derivatives differentiate a prefix-doubling scan
@@ -525,6 +527,7 @@ def select_and_scatter(operand, select, window_dimensions, window_strides, paddi
     output starts as ``init_value`` everywhere (operand's shape, source's dtype) and,
     window by window in row-major order, the selected position becomes
     ``scatter(current, source[window])``. ``source`` must have the windowed shape.
+    Under jit this compiles (element-wise computations) with the same result bit for bit.
 
     Raises TypeError for a source of the wrong shape, an ``init_value`` that is not a
     scalar of source's dtype, or computations that do not return one scalar (``select``

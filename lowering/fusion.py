@@ -24,9 +24,9 @@ from lowering import ir
 from lowering.ir import (INDEX, AccRef, Const, FParam, HostStep, IParam, Kernel, KernelArg,
                          KernelStep, LibraryCall, Load, LoopIndex, PartRef, Program,
                          Reduction, Store)
-from lowering.rules import (CALL_COST, ExprContext, Operand, StructuredContext, classify,
-                            lowering_rules, python_scalar, reduction_rules, remap_rules,
-                            scalar_exprs)
+from lowering.rules import (CALL_COST, ExprContext, Operand, StructuredContext,
+                            apply_scalar_rule, classify, lowering_rules, python_scalar,
+                            reduction_rules, remap_rules)
 from tracer.core import ShapedArray
 from tracer.jaxpr import Literal, Var, _Namer, _pp_eqn
 
@@ -74,11 +74,7 @@ def _classify_eqn(eqn):
     return kind, cost
 
 
-def _apply_scalar(prim, ctx, args, params):
-    rule = scalar_exprs[prim]
-    if isinstance(rule, str):
-        return ctx.call(rule, *args, dtype=ctx.out_avals[0].dtype)
-    return rule(ctx, *args, **params)
+_apply_scalar = apply_scalar_rule
 
 
 # ------------------------------------- kernel builder -------------------------------------
@@ -396,7 +392,10 @@ class _Fuser(StructuredContext):
         in_avals = [a.aval for a in eqn.invars]
         out_avals = [o.aval for o in eqn.outvars]
         text = self.origin[eqn.outvars[0]]
-        axes_ctx = ExprContext(in_avals, out_avals, text, lambda v, l: IParam(0, l))
+        # (the axes only: operands read as placeholders)
+        axes_ctx = ExprContext(in_avals, out_avals, text, lambda v, l: IParam(0, l),
+                               lambda k: Const(python_scalar(0, in_avals[k].dtype),
+                                               np.dtype(in_avals[k].dtype)))
         spec = reduction_rules[eqn.primitive](axes_ctx, *in_avals, **eqn.params)
         shape = x.aval.shape
         axes = tuple(sorted(spec.axes))
@@ -406,13 +405,21 @@ class _Fuser(StructuredContext):
                 raise _Conflict()
             if not kb.reductions:
                 kb.reduce_dims = axes
-            ctx = ExprContext(in_avals, out_avals, text, kb.new_iparam)
             memo: dict = {}
             idx = kb.identity()
-            if isinstance(x, Literal):
-                val = self._literal(kb, x)
-            else:
-                val = self._value(kb, x, idx, memo)
+
+            def read(k):
+                a = eqn.invars[k]
+                if isinstance(a, Literal):
+                    return self._literal(kb, a)
+                if a.aval.shape not in ((), x.aval.shape):
+                    raise ValueError(f"reduction rule of {eqn.primitive.name} read operand "
+                                     f"{k} ({a.aval.str_short()}), neither rank 0 nor of "
+                                     f"the reduced operand's shape {x.aval.shape}")
+                return self._value(kb, a, idx, memo)
+
+            ctx = ExprContext(in_avals, out_avals, text, kb.new_iparam, read)
+            val = read(0)
             base = kb.n_acc
             accs = [AccRef(base + j, np.dtype(dt)) for j, dt in enumerate(spec.acc_dtypes)]
             spec2 = reduction_rules[eqn.primitive](ctx, *in_avals, **eqn.params)

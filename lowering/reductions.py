@@ -8,13 +8,24 @@ parallel chunks); float16 sums and products accumulate in float32 and round to f
 where NumPy's loop does (after each inner run, or each element when the innermost dim is
 kept). Integer sums wrap like NumPy's, max/min propagate NaN, argmax/argmin take the first
 extremum (NaN counts as the extremum, the first NaN wins).
+
+``reduce`` with a user computation is the eager impl's left fold: the accumulators start
+at the init values (runtime operands) and, once per reduced element in row-major order
+of the reduced dims, become the computation's element expression (its equations'
+scalar rules, ``lowering.rules.scalar_jaxpr_exprs``) of (accumulators, elements); no
+merge, so never split into parallel chunks (kept dims may still run in parallel). Eager
+and compiled results are the same bit for bit wherever the computation's element-wise
+ops are (README). A computation with an equation that has no element-wise lowering runs
+the eager impl (host step).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from lax import reductions as rd
-from lowering.rules import ReductionSpec, limit, reduction_rules
+from lowering.passes import inline_calls
+from lowering.rules import (ReductionSpec, limit, reduction_rules, scalar_jaxpr_exprs,
+                            scalar_jaxpr_why_not)
 
 
 def _acc_dtype(dt):
@@ -132,3 +143,45 @@ def _arg(is_max):
 
 reduction_rules[rd.argmax_p] = _arg(True)
 reduction_rules[rd.argmin_p] = _arg(False)
+
+
+# ------------------------------- reduce (user computation) ------------------------------
+
+def _carrier(dt):
+    # float16 accumulators are carried as float32 holding float16 values (each combine's
+    # result is a float16 expression, rounded by the code generator)
+    return _acc_dtype(dt)
+
+
+def _reduce_rule(ctx, *in_avals, computation, dimensions):
+    """The eager impl's left fold: accumulators start at the init values (operands n..2n-1,
+    read at run time) and take the computation's element expression of (accumulators,
+    elements) once per reduced element, in row-major order of ``dimensions`` (the
+    kernel's loops; no merge, so never reassociated into parallel chunks)."""
+    n = len(in_avals) // 2
+    computation = inline_calls(computation)
+    dts = [np.dtype(a.dtype) for a in in_avals[:n]]
+    accs_dt = tuple(_carrier(dt) for dt in dts)
+
+    def combine(ctx, accs, x, idx):
+        olds = [ctx.cast(a, dt) for a, dt in zip(accs, dts)]
+        elems = [x] + [ctx.read(k) for k in range(1, n)]
+        return [ctx.cast(e, cd) for e, cd in zip(
+            scalar_jaxpr_exprs(ctx, computation, olds + elems), accs_dt)]
+
+    def finals(ctx, accs):
+        return [ctx.cast(a, dt) for a, dt in zip(accs, dts)]
+
+    return ReductionSpec(axes=tuple(dimensions), acc_dtypes=accs_dt,
+                         init=[ctx.cast(ctx.read(n + j), cd) for j, cd in enumerate(accs_dt)],
+                         combine=combine, finals=finals)
+
+
+def _reduce_limits(in_avals, out_avals, *, computation, dimensions):
+    if not dimensions:
+        return "no reduced dimensions"
+    return scalar_jaxpr_why_not(inline_calls(computation))
+
+
+reduction_rules[rd.reduce_p] = _reduce_rule
+limit("reduction", rd.reduce_p, _reduce_limits)

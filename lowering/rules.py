@@ -31,7 +31,12 @@ an exception raised by a rule is a bug that propagates:
 3. ``reduction_rules[prim]`` -- ``(ctx, *in_avals, **params) -> ReductionSpec``: which
    axes are reduced, the accumulators (dtype, initial ``Expr``), the combine step and
    which accumulator feeds each output. The reduced operand's producers fuse in as a
-   prologue; reductions with the same iteration space share one loop nest.
+   prologue; reductions with the same iteration space share one loop nest. A rule
+   reading more than operand 0 (a variadic reduction, a runtime init value) calls
+   ``ctx.read(k)``: operand ``k``'s element at the current iteration index when it has
+   operand 0's shape, its value when it is rank 0 (only such reads may appear in
+   ``init``). A primitive holding a scalar computation (``reduce``'s) builds its
+   expression with ``scalar_jaxpr_exprs``.
 
 4. ``lowering_rules[prim]`` -- everything structured (library calls, control flow):
    ``(ctx, in_avals, out_avals, *ins, **params) -> outs`` where ``ins`` are buffer
@@ -166,11 +171,24 @@ def _np_dtype(dt) -> np.dtype:
 class ExprContext:
     """What element-wise, remap and reduction rules build expressions with."""
 
-    def __init__(self, in_avals, out_avals, origin: str, new_iparam: Callable):
+    def __init__(self, in_avals, out_avals, origin: str, new_iparam: Callable,
+                 reader: Callable | None = None):
         self.in_avals = list(in_avals)
         self.out_avals = list(out_avals)
         self.origin = origin
         self._new_iparam = new_iparam
+        self._reader = reader
+
+    def read(self, k: int) -> Expr:
+        """Reduction rules: operand ``k``'s element at the current iteration index (an
+        operand of operand 0's shape), or its value (a rank-0 operand)."""
+        if self._reader is None:
+            raise ValueError(f"ExprContext.read({k}): operands are read only by reduction "
+                             f"rules ({self.origin})")
+        if not 0 <= k < len(self.in_avals):
+            raise ValueError(f"ExprContext.read({k}): no operand {k} among "
+                             f"{[a.str_short() for a in self.in_avals]} ({self.origin})")
+        return self._reader(k)
 
     # -- scalars --
     def const(self, value, dtype) -> Const:
@@ -282,6 +300,71 @@ class ReductionSpec:
     merge: Callable | None = None
     summand: Callable | None = None
     round_dtype: np.dtype | None = None
+
+
+# ------------------------------- scalar computations -------------------------------------
+
+def apply_scalar_rule(prim, ctx: ExprContext, args, params) -> Expr:
+    """The ``scalar_exprs`` rule of ``prim`` applied to the operand Exprs ``args``."""
+    rule = scalar_exprs[prim]
+    if isinstance(rule, str):
+        return ctx.call(rule, *args, dtype=ctx.out_avals[0].dtype)
+    return rule(ctx, *args, **params)
+
+
+def scalar_jaxpr_why_not(closed) -> str | None:
+    """Why ``scalar_jaxpr_exprs`` cannot build the expression of the ClosedJaxpr
+    ``closed`` (rank-0 operands and results), or None when it can: every equation must
+    be lowered by a scalar or remap rule for its operands, every const a scalar."""
+    jaxpr = closed.jaxpr
+    for v, c in zip(jaxpr.constvars, closed.consts):
+        if np.ndim(c) != 0:
+            return f"the computation captures a {np.shape(c)} array"
+    for v in list(jaxpr.invars) + list(jaxpr.outvars):
+        if getattr(v.aval, "shape", None) != ():
+            return f"the computation has a non-scalar operand or result {v.aval}"
+    for eqn in jaxpr.eqns:
+        in_avals = [a.aval for a in eqn.invars]
+        out_avals = [v.aval for v in eqn.outvars]
+        if any(getattr(a, "shape", None) != () for a in in_avals + out_avals):
+            return f"the computation's {eqn.primitive.name} has non-scalar operands"
+        if classify(eqn.primitive, in_avals, out_avals, eqn.params) not in ("scalar", "remap"):
+            return f"the computation's {eqn.primitive.name} has no element-wise lowering"
+    return None
+
+
+def scalar_jaxpr_exprs(ctx: ExprContext, closed, args) -> list:
+    """The result Exprs of the ClosedJaxpr ``closed`` (rank-0 operands and results; see
+    ``scalar_jaxpr_why_not``) applied to the operand Exprs ``args``: each equation's
+    scalar or remap rule in turn, literals and consts as constants."""
+    from tracer.jaxpr import Literal
+    jaxpr = closed.jaxpr
+    env = {}
+    for v, c in zip(jaxpr.constvars, closed.consts):
+        env[v] = ctx.const(np.asarray(c), v.aval.dtype)
+    env.update(zip(jaxpr.invars, args))
+
+    def read(a):
+        if isinstance(a, Literal):
+            return ctx.const(np.asarray(a.val), a.aval.dtype)
+        return env[a]
+
+    for eqn in jaxpr.eqns:
+        in_avals = [a.aval for a in eqn.invars]
+        out_avals = [v.aval for v in eqn.outvars]
+        sub = ExprContext(in_avals, out_avals, ctx.origin, ctx._new_iparam)
+        vals = [read(a) for a in eqn.invars]
+        if classify(eqn.primitive, in_avals, out_avals, eqn.params) == "scalar":
+            e = apply_scalar_rule(eqn.primitive, sub, vals, eqn.params)
+        else:
+            ops = [Operand(a, (lambda index, x=x: x), sub, f"operand {k}")
+                   for k, (a, x) in enumerate(zip(in_avals, vals))]
+            e = remap_rules[eqn.primitive](sub, (), *ops, **eqn.params)
+        if e.dtype != np.dtype(out_avals[0].dtype):
+            raise TypeError(f"lowering rule of {eqn.primitive.name} built a {e.dtype} "
+                            f"expression for output {out_avals[0].str_short()}")
+        env[eqn.outvars[0]] = e
+    return [read(v) for v in jaxpr.outvars]
 
 
 # --------------------------------- structured rules --------------------------------------

@@ -1,12 +1,15 @@
 """``lax.reduce`` with a user computation: dispatch to the dedicated reducers, the
-``reduce`` primitive's jaxpr, gradients through init values, and its errors. (Values,
-grads and vmap over shapes and dtypes come from the op records ``reduce_*``.)"""
+``reduce`` primitive's jaxpr, gradients through init values, and its errors; the order
+of the fold against values recorded from JAX, and jit (a compiled reduction) against
+eager bit for bit. (Values, grads and vmap over shapes and dtypes come from the op
+records ``reduce_*``.)"""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import tracer
+import tracer.numpy as tnp
 import lax
 from tracer.core import Array
 from tracer.test_util import check_grads
@@ -49,8 +52,8 @@ def test_integer_and_identity_is_all_ones():
 def test_non_identity_init_is_not_a_monoid():
     x = np.arange(6.0).reshape(2, 3)
     assert _prims(lambda x: lax.reduce(x, 1.0, lax.add, (1,)), x) == ["reduce"]
-    # The init value enters once, at the root of the tree (the spec allows more often;
-    # this implementation documents exactly once).
+    # The init value enters once, as the start of the left fold (the spec allows more
+    # often; this implementation documents exactly once).
     np.testing.assert_array_equal(np.asarray(lax.reduce(x, 1.0, lax.add, (1,))), x.sum(1) + 1)
     np.testing.assert_array_equal(np.asarray(lax.reduce(np.ones((2, 5)), 1.0, lax.add, (1,))),
                                   [6.0, 6.0])
@@ -151,3 +154,211 @@ def test_float_max_min_fast_path_equals_the_total_order_reduction(dtype, is_max)
             got = (reductions._max_impl if is_max else reductions._min_impl)(sub, axes=axes)
             it = np.dtype(f"u{np.dtype(dtype).itemsize}")
             np.testing.assert_array_equal(np.asarray(got).view(it), np.asarray(want).view(it))
+
+
+# ------------------------------- order of the fold: JAX's --------------------------------
+# Values recorded with JAX 0.10.2 on CPU (x64): jax.lax.reduce on the inputs below. Each
+# result element is the left fold from the init value over its reduced elements in
+# row-major order of the reduced dims (XLA:CPU's order for reduced dims of size <= 32 and
+# for every variadic reduction).
+
+_MIX_X = (np.arange(24).reshape(2, 3, 4) % 7 - 3).astype(np.float64)
+_MIX_JAX = {   # init 3.0, computation a * 0.5 + b * 1.25 - 0.125
+    (0,): [[1.1875, 3.0625, -3.8125, -1.9375], [-0.0625, 1.8125, 3.6875, 1.1875],
+           [3.0625, -3.8125, -1.9375, -0.0625]],
+    (1,): [[-2.65625, -0.46875, 1.71875, -0.46875], [3.90625, -2.65625, -2.65625, -0.46875]],
+    (2,): [[-1.765625, -1.140625, 0.578125], [-3.171875, 2.921875, -3.015625]],
+    (0, 2): [-3.4697265625, 2.6630859375, -3.1669921875],
+    (1, 2): [0.30072021484375, -3.04461669921875],
+    (0, 1, 2): -3.045275703072548,
+}
+_V = np.array([[1., np.nan, 3., -0., 0., 3.], [-0., 0., -0., 0., -1., -2.],
+               [2., 2., np.nan, 2., 1., 0.]])
+_NAN_BITS = 9221120237041090560          # 0x7ff8000000000000
+
+
+def _mix(a, b):
+    return lax.sub(lax.add(lax.mul(a, 0.5), lax.mul(b, 1.25)), 0.125)
+
+
+def _gt_pick(a, b):
+    return lax.select(lax.gt(a, b), a, b)
+
+
+def _argmax_last(a, b):
+    # (value, index), the later element on ties, a NaN element always taken: not
+    # associative, so the result names the order
+    (av, ai), (bv, bi) = a, b
+    pick_b = lax.bitwise_or(lax.ge(bv, av), lax.ne(bv, bv))
+    return lax.select(pick_b, bv, av), lax.select(pick_b, bi, ai)
+
+
+def _bits(x):
+    x = np.asarray(x)
+    return x.view(f"u{x.dtype.itemsize}") if x.dtype.kind == "f" else x
+
+
+def test_left_fold_matches_jax():
+    sub = lambda a, b: lax.sub(a, b)
+    # 100-1-2-3-4-5; the former balanced tree gave 105
+    assert float(lax.reduce(np.arange(1.0, 6.0), 100.0, sub, (0,))) == 85.0
+    for dims, want in _MIX_JAX.items():
+        np.testing.assert_array_equal(np.asarray(lax.reduce(_MIX_X, 3.0, _mix, dims)), want)
+    x32 = np.array([[0.1, -2.5, 3.3, 1e-3, 7.0], [1.5, 0.2, -0.7, 4.4, -1e4]], np.float32)
+    mix32 = lambda a, b: lax.add(lax.mul(a, np.float32(0.3)), lax.mul(b, np.float32(1.7)))
+    np.testing.assert_array_equal(np.asarray(lax.reduce(x32, np.float32(0.9), mix32, (1,))),
+                                  np.array([12.294224739074707, -16997.83203125], np.float32))
+    assert lax.reduce(x32, np.float32(0.9), mix32, (0, 1)) == np.float32(-16997.802734375)
+    xi = (np.arange(12).reshape(3, 4) * 37 % 11 - 5).astype(np.int32)
+    out = lax.reduce(xi, np.int32(7), lambda a, b: lax.sub(lax.mul(a, np.int32(3)), b), (1,))
+    np.testing.assert_array_equal(np.asarray(out), np.array([706, 539, 449], np.int32))
+
+
+def test_left_fold_at_ties_nan_and_signed_zeros_matches_jax():
+    # select(a > b, a, b) from -1: a NaN element is taken, then dropped by the next
+    # comparison; among zeros the later one wins (+0.0 in row 1)
+    out = lax.reduce(_V, -1.0, _gt_pick, (1,))
+    np.testing.assert_array_equal(_bits(out), np.array([4613937818241073152, 0,
+                                                        4611686018427387904], np.uint64))
+    # lax.max with a non-identity init (-0.0): a reduce equation, NaN propagates
+    out = lax.reduce(_V, -0.0, lax.max, (1,))
+    assert tracer.make_jaxpr(lambda v: lax.reduce(v, -0.0, lax.max, (1,)))(_V).jaxpr.eqns[
+        0].primitive.name == "reduce"
+    np.testing.assert_array_equal(_bits(out), np.array([_NAN_BITS, 0, _NAN_BITS], np.uint64))
+    # variadic (value, index), later ties win
+    idx = np.broadcast_to(np.arange(6), _V.shape)
+    v, i = lax.reduce((_V, idx), (-np.inf, -1), _argmax_last, (1,))
+    np.testing.assert_array_equal(_bits(v), np.array([_NAN_BITS, 0, _NAN_BITS], np.uint64))
+    np.testing.assert_array_equal(np.asarray(i), [1, 3, 2])
+
+
+def test_variadic_fold_over_more_than_32_elements_matches_jax():
+    x = (np.arange(40) % 5 - 2).astype(np.float64)
+    comp = lambda a, b: (lax.add(lax.mul(a[0], 0.5), b[0]), lax.sub(lax.mul(a[1], 3), b[1]))
+    v, i = lax.reduce((x, np.arange(40)), (1.0, 0), comp, (0,))
+    assert float(v) == 2.3225806451600874
+    assert int(i) == -3039416364764232180         # int64 wraps, as in XLA
+
+
+def test_single_operand_over_32_elements_is_a_plain_fold_unlike_xla_cpu():
+    # README "Differences": XLA:CPU folds windows of 32 elements first when one reduced
+    # dim is longer than 32 (JAX gives 720.0 here); tracer keeps the left fold.
+    out = lax.reduce(np.arange(1.0, 41.0), 100.0, lambda a, b: lax.sub(a, b), (0,))
+    assert float(out) == 100.0 - 820.0
+
+
+def test_one_element_per_result_is_returned_unchanged():
+    # as JAX (XLA treats the init value as the identity there): no computation applied
+    sub = lambda a, b: lax.sub(a, b)
+    x = np.array([[2.0], [3.0]])
+    np.testing.assert_array_equal(np.asarray(lax.reduce(x, 100.0, sub, (1,))), [2.0, 3.0])
+    np.testing.assert_array_equal(np.asarray(lax.reduce(x[:, 0], 100.0, sub, ())), [2.0, 3.0])
+    assert _prims(lambda x: lax.reduce(x, 100.0, sub, (1,)), x) == ["reshape"]
+    assert _prims(lambda x: lax.reduce(x, 100.0, sub, (0, 1)), x[:1]) == ["reshape"]
+    v, i = lax.reduce((x, np.ones((2, 1), np.int32)), (1.0, np.int32(5)), _argmax_last, (1,))
+    np.testing.assert_array_equal(np.asarray(i), [1, 1])
+    assert i.dtype == np.int32
+    with pytest.raises(TypeError, match="init values must be scalars"):
+        lax.reduce(x, np.float32(0), sub, (1,))
+    # empty reduced dims: the init value
+    np.testing.assert_array_equal(np.asarray(lax.reduce(np.zeros((0, 2)), 100.0, sub, (0,))),
+                                  [100.0, 100.0])
+
+
+# ------------------------- derivatives and vmap of the fold ------------------------------
+
+def test_grads_of_the_fold_against_finite_differences():
+    x = np.array([[0.5, -1.25, 2.0], [1.5, 0.75, -0.5]])
+    mul = lambda a, b: lax.mul(a, b)
+    check_grads(lambda x: lax.reduce(x, 1.5, mul, (1,)), (x,), order=2)
+    check_grads(lambda x: lax.reduce(x, 1.5, mul, (0, 1)), (x,), order=2)
+    # max with a non-identity init: the first maximum's path (no ties here)
+    check_grads(lambda x, v: lax.reduce(x, v, lax.max, (0,)), (x, np.float64(0.6)), order=1)
+    check_grads(lambda x: lax.reduce(x, 0.25, _mix, (0, 1)), (x,), order=2)
+    g = tracer.grad(lambda x: lax.reduce(x, 1.5, mul, (1,)).sum())(x)
+    np.testing.assert_allclose(np.asarray(g), 1.5 * np.prod(x, 1, keepdims=True) / x,
+                               rtol=1e-14)
+
+
+def test_vmap_of_the_fold_is_a_loop():
+    from tracer.test_util import check_vmap
+    x = (np.arange(60).reshape(3, 4, 5) % 7 - 3).astype(np.float64)
+    for dims in ((0,), (1,), (0, 1)):
+        f = lambda x, dims=dims: lax.reduce(x, 3.0, _mix, dims)
+        check_vmap(f, (x,), in_axes=0)
+        check_vmap(f, (x,), in_axes=2)
+        for b in range(3):
+            np.testing.assert_array_equal(np.asarray(tracer.vmap(f)(x)[b]),
+                                          np.asarray(f(x[b])))
+
+
+# ------------------------------ jit: a compiled reduction --------------------------------
+
+def _assert_jit_bits(f, *args):
+    text = tracer.jit(f).lower(*args).as_text()
+    assert "host_step" not in text, text
+    eager, got = f(*args), tracer.jit(f)(*args)
+    eager = eager if isinstance(eager, (tuple, list)) else (eager,)
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    for e, g in zip(eager, got):
+        assert e.dtype == g.dtype and e.shape == g.shape and e.weak_type == g.weak_type
+        np.testing.assert_array_equal(_bits(g), _bits(e))
+    return text
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_jit_fold_is_compiled_and_bit_equal(dtype):
+    x = np.random.default_rng(1).standard_normal((3, 4, 5)).astype(dtype)
+    x[0, 1, :2] = [np.nan, -0.0]
+    half, big, c = dtype(0.5), dtype(1.25), dtype(0.3)
+    comp = lambda a, b: lax.add(lax.mul(a, half), lax.mul(b, big))
+    for dims in ((0,), (1,), (2,), (0, 2), (1, 2), (0, 1, 2)):
+        text = _assert_jit_bits(lambda x: lax.reduce(x, c, comp, dims), x)
+    assert "reduce dims (0, 1, 2)" in text
+    _assert_jit_bits(lambda x: lax.reduce(x, dtype(-1), _gt_pick, (1,)), x)
+    # the operand's producers fuse in; the init value is a runtime operand
+    _assert_jit_bits(lambda x, v: lax.reduce(lax.mul(x, dtype(2)) - 1, v, comp, (2,)), x,
+                     np.asarray(dtype(0.7)))
+
+
+def test_jit_fold_other_dtypes_ties_nan_and_signed_zeros():
+    _assert_jit_bits(lambda v: lax.reduce(v, -1.0, _gt_pick, (1,)), _V)
+    _assert_jit_bits(lambda v: lax.reduce(v, -0.0, lax.max, (1,)), _V)
+    _assert_jit_bits(lambda v: lax.reduce(v, 0.0, lax.min, (0,)), _V)
+    idx = np.broadcast_to(np.arange(6, dtype=np.int32), _V.shape).copy()
+    _assert_jit_bits(lambda v, i: lax.reduce((v, i), (-np.inf, np.int32(-1)), _argmax_last,
+                                             (1,)), _V, idx)
+    x3, i3 = np.random.default_rng(2).integers(-2, 3, (3, 4, 5)).astype(float), \
+        np.arange(60).reshape(3, 4, 5)
+    _assert_jit_bits(lambda v, i: lax.reduce((v, i), (-np.inf, 0), _argmax_last, (0, 2)),
+                     x3, i3)
+    xi = np.random.default_rng(3).integers(-100, 100, (7, 9)).astype(np.int8)
+    _assert_jit_bits(lambda x: lax.reduce(x, np.int8(3), lambda a, b: lax.add(
+        lax.mul(a, np.int8(3)), b), (0,)), xi)
+    xb = np.random.default_rng(4).random((5, 6)) > 0.5
+    _assert_jit_bits(lambda x: lax.reduce(x, True, lambda a, b: lax.bitwise_xor(
+        a, lax.bitwise_not(b)), (0,)), xb)
+    # the computation through tracer.numpy (nested jit calls inlined)
+    _assert_jit_bits(lambda x: lax.reduce(x, 0.0, lambda a, b: tnp.where(a > b, a - b, b * 2),
+                                          (0,)), x3)
+
+
+def test_jit_fold_edges_vmap_and_grad():
+    sub = lambda a, b: lax.sub(a, b)
+    _assert_jit_bits(lambda x: lax.reduce(x, 7.0, sub, (0,)), np.zeros((0, 3)))
+    _assert_jit_bits(lambda x: lax.reduce(x, 7.0, sub, (1,)), np.zeros((0, 3)))
+    _assert_jit_bits(lambda x: lax.reduce(x, 7.0, sub, (1,)), np.ones((3, 1)))
+    _assert_jit_bits(lambda x: lax.reduce(x, 7.0, sub, (0, 2)), np.arange(6.0).reshape(2, 1, 3))
+    x = (np.arange(60).reshape(3, 4, 5) % 7 - 3).astype(np.float64)
+    _assert_jit_bits(tracer.vmap(lambda x: lax.reduce(x, 3.0, _mix, (1,))), x)
+    _assert_jit_bits(tracer.grad(lambda x: lax.reduce(x, 1.5, lambda a, b: lax.mul(
+        a, lax.sin(b)), (0, 1)).sum()), x[0] / 4)
+    _assert_jit_bits(tracer.grad(lambda x: lax.reduce(x, 0.0, lax.max, (1,)).sum()), x[0])
+
+
+def test_jit_fold_with_a_non_elementwise_computation_is_a_host_step():
+    comp = lambda a, b: lax.reshape(lax.add(lax.reshape(a, (1,)), lax.reshape(b, (1,))), ())
+    x = np.arange(6.0).reshape(2, 3)
+    f = lambda x: lax.reduce(x, 0.5, comp, (1,))
+    assert "host_step reduce" in tracer.jit(f).lower(x).as_text()
+    np.testing.assert_array_equal(np.asarray(tracer.jit(f)(x)), np.asarray(f(x)))
