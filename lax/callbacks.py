@@ -15,8 +15,9 @@ Three primitives, each holding the Python function it calls (``callback``, a par
   under vmap it runs once per batch member.
 
 None has a lowering rule: under jit each runs as a host step, in program order (so an
-``ordered=True`` io_callback is ordered). A loop whose body holds one runs its body from
-Python (numba_backend.control_flow's host loop), one call per iteration.
+``ordered=True`` io_callback is ordered). Inside a scan / while / cond body the compiled
+loop driver calls it back, once per iteration (numba_backend.host_callbacks): the loop
+stays compiled.
 
 The callback gets ``tracer.Array`` operands (JAX passes its Arrays) and runs on a fresh
 trace stack, so tracer operations inside it are eager. Its results are checked against
@@ -53,20 +54,33 @@ class _FlatCallback:
     Equal (and of equal hash) for the same function and argument structure, so that equal
     pure calls are one in CSE and in the trace caches, as JAX's _FlatCallback."""
 
-    __slots__ = ("callback_func", "in_tree", "static_args")
+    __slots__ = ("callback_func", "in_tree", "static_args", "_positional")
 
     def __init__(self, callback_func, in_tree, static_args=()):
         self.callback_func = callback_func
         self.in_tree = in_tree
         # (position, value) of leaves that are not arrays (debug callbacks pass them on)
         self.static_args = tuple(static_args)
+        # the common case, called without rebuilding the tree: array operands passed
+        # positionally, no keywords, nothing static
+        n = in_tree.num_leaves
+        self._positional = not self.static_args and \
+            in_tree == tree_flatten(((None,) * n, {}), is_leaf=lambda x: x is None)[1]
 
     def __call__(self, *flat_args):
-        leaves = list(flat_args)
-        for i, v in self.static_args:
-            leaves.insert(i, v)
-        args, kwargs = tree_unflatten(self.in_tree, leaves)
-        return tree_leaves(self.callback_func(*args, **kwargs))
+        if self._positional:
+            out = self.callback_func(*flat_args)
+        else:
+            leaves = list(flat_args)
+            for i, v in self.static_args:
+                leaves.insert(i, v)
+            args, kwargs = tree_unflatten(self.in_tree, leaves)
+            out = self.callback_func(*args, **kwargs)
+        if out is None:
+            return []
+        if type(out) is np.ndarray or type(out) is Array:
+            return [out]
+        return tree_leaves(out)
 
     def _key(self):
         return (self.callback_func, self.in_tree, self.static_args)

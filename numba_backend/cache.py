@@ -30,7 +30,8 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
 from numba_backend import codegen  # noqa: E402
-from numba_backend.compile_worker import array_spec, dispatcher, numba_types  # noqa: E402
+from numba_backend.compile_worker import (PACKAGE, array_spec, dispatcher,  # noqa: E402
+                                          ensure_package, numba_types)
 from tracer.config import config  # noqa: E402
 
 logger = logging.getLogger("tracer")
@@ -107,10 +108,11 @@ class CompiledKernel:
         self._lock = threading.Lock()
 
     def _import(self):
-        name = f"tracer_kernels.k_{self.key[:32]}"
+        name = f"{PACKAGE}.k_{self.key[:32]}"
         mod = sys.modules.get(name)
         if mod is not None:
             return mod
+        ensure_package()
         spec = importlib.util.spec_from_file_location(name, self.path)
         mod = importlib.util.module_from_spec(spec)
         try:

@@ -55,10 +55,28 @@ def numba_types(spec) -> tuple:
 
 # ---------------------------------- modules and jobs --------------------------------------
 
+PACKAGE = "tracer_kernels"     # the package name of the generated modules
+
+
+def ensure_package() -> None:
+    """Make the generated modules' package (``tracer_kernels``, a package without files:
+    its modules are imported from the cache directory by path) importable by name, so
+    that ``tracer_kernels.d_<key>`` resolves through ``sys.modules``: pickle, and with it
+    Numba's serialization of a driver's object-mode block (``host_callbacks``), finds a
+    generated function by its module and name. Without it Numba embeds the block's
+    address in the code and cannot cache the driver."""
+    if PACKAGE not in sys.modules:
+        import types
+        pkg = types.ModuleType(PACKAGE, "tracer's generated kernels and drivers")
+        pkg.__path__ = []
+        sys.modules.setdefault(PACKAGE, pkg)
+
+
 def load_module(name: str, path: str):
     """Import a generated module from ``path`` as ``name`` (once per process)."""
     mod = sys.modules.get(name)
     if mod is None:
+        ensure_package()
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
@@ -70,7 +88,8 @@ def dispatcher(module, func: str, opts: dict):
     import numba_backend._numba  # noqa: F401  (Numba the cheap way)
     import numba
     fast = set(opts["fastmath"]) if opts.get("fastmath") else False
-    kw = dict(cache=opts.get("cache", True), nogil=True, error_model="numpy", fastmath=fast)
+    kw = dict(cache=opts.get("cache", True), nogil=opts.get("nogil", True),
+              error_model="numpy", fastmath=fast)
     if opts.get("parallel"):
         kw["parallel"] = True
     return numba.njit(**kw)(getattr(module, func))

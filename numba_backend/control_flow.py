@@ -19,6 +19,10 @@ emitted as statements inside a real ``for`` (scan), ``while`` (while) or ``if``/
 - a ``numba_call`` library call calls the user's kernel as a Numba function (through
   ``numba_backend.user_functions``; such a driver compiles in this process, without the
   disk cache);
+- a host callback (``pure_callback``, ``io_callback``, ``debug_callback``: a host step)
+  is a call back into Python from an ``objmode`` block, by a token read from ``IP``
+  (``numba_backend.host_callbacks``: the source names no user function, so such a
+  driver is cached and compiled by workers like any other);
 - a nested control-flow call is emitted inline: nested loops are nested loops.
 
 Every buffer (step outputs, carries, stacked ys) and every reshaped view of a buffer that
@@ -31,8 +35,8 @@ every shape-dependent integer (loop counts, buffer extents, kernel params) is re
 compiled driver. The module is written to the kernel cache directory and compiled with
 ``numba.njit(cache=True)``, like kernels.
 
-A body with a step that has no compiled form (a host step, another library call) makes
-the whole loop run in Python (``HostRunner``): the body's own Executable (compiled
+A body with a step that has no compiled form (a host step other than a callback, another
+library call) makes the whole loop run in Python (``HostRunner``): the body's own Executable (compiled
 kernels) is called once per iteration. The tiers of ``config.jit_compile`` apply: "none"
 and ``debug_kernels`` use the host loop, "async" uses it while the driver compiles in the
 background, "sync" compiles first.
@@ -43,10 +47,8 @@ the call's first run and kept while the spec lives (the Program holding it).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import logging
 import os
-import sys
 import threading
 import time
 import weakref
@@ -54,10 +56,12 @@ import weakref
 import numpy as np
 
 from lowering.ir import HostStep, KernelStep, LibraryCall
-from numba_backend import cache, codegen
-from numba_backend.compile_worker import array_spec, dispatcher, numba_types
+from numba_backend import cache, codegen, host_callbacks
+from numba_backend.compile_worker import (PACKAGE, array_spec, dispatcher, load_module,
+                                          numba_types)
 from tracer import dtypes
 from tracer.config import config
+from tracer.core import ShapedArray
 
 logger = logging.getLogger("tracer")
 STRICT = os.environ.get("TRACER_STRICT_LOWERING", "") not in ("", "0")
@@ -133,6 +137,9 @@ class _Gen:
         self.counter = 0
         self.flags = _flags()
         self.user = False               # calls a user's kernel (numba_call)
+        # host callbacks it calls back (numba_backend.host_callbacks entries; their
+        # tokens are in ``ints``): the runner keeps them alive
+        self.callbacks: list = []
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -214,7 +221,7 @@ class _Gen:
             elif isinstance(step, LibraryCall):
                 self.library_step(step, prog, env)
             elif isinstance(step, HostStep):
-                raise NotCompilable(f"host step {step.primitive.name}")
+                self.host_step(step, prog, env)
             else:
                 raise NotCompilable(f"step {type(step).__name__}")
         outs = []
@@ -300,6 +307,39 @@ class _Gen:
                   f" -> ({', '.join(a.str_short() for a in step.out_avals)})")
         self.line(f"{_UF}.{k.token}({', '.join(list(ins) + outs)}{kw})")
         return outs
+
+    def host_step(self, step, prog, env):
+        """A host callback (``host_callbacks.PRIMITIVES``) called back from the driver: an
+        object-mode block calls ``host_callbacks.call`` with the step's token (read from
+        ``IP`` at run time, so the source names nothing of this process), the operand
+        buffers and fresh result buffers it writes. Any other host step makes the loop
+        run in Python."""
+        if not host_callbacks.compilable(step):
+            raise NotCompilable(f"host step {step.primitive.name}")
+        ins, in_avals = [], []
+        for x in step.ins:
+            if isinstance(x, str):
+                ins.append(env[x])
+                in_avals.append(prog.buffers[x])
+            else:       # ('lit', value)
+                v = np.asarray(x[1])
+                aval = ShapedArray(v.shape, v.dtype)
+                ins.append(self.add_array(v, aval))
+                in_avals.append(aval)
+        out_avals = [prog.buffers[o] for o in step.outs]
+        if not all(isinstance(a, ShapedArray) for a in in_avals + out_avals):
+            raise NotCompilable(f"host step {step.primitive.name} on tokens")
+        entry = host_callbacks.register(step.primitive, dict(step.params), in_avals,
+                                        out_avals)
+        self.callbacks.append(entry)
+        outs = [self.alloc(a) for a in out_avals]
+        slot, _ = self.int_range([entry.token])
+        self.line(f"# {entry.name}: ({', '.join(a.str_short() for a in in_avals)}) -> "
+                  f"({', '.join(a.str_short() for a in out_avals)})")
+        with self.em.block("with objmode():"):
+            self.line(f"{_HC}(IP[{slot}]{''.join(', ' + v for v in ins + outs)})")
+        for o, v in zip(step.outs, outs):
+            env[o] = v
 
     # -- control flow --
     def control(self, spec, ins):
@@ -415,6 +455,7 @@ class _Gen:
 
 
 _UF = "uf"      # alias of numba_backend.user_functions in drivers
+_HC = "hc_call"     # numba_backend.host_callbacks.call in drivers
 
 
 def _static_code(v) -> str:
@@ -558,32 +599,31 @@ class Driver:
     (numba_backend.user_functions)."""
 
     def __init__(self, text, key, kernels):
+        from numba_backend.host_callbacks import calls_host_callbacks
         from numba_backend.user_functions import calls_user_functions
         self.text = text
         self.key = key
         self.kernels = kernels
         self.in_process = calls_user_functions(text) or \
             any(h.in_process for h, _ in kernels.values())
+        # Numba's options: a driver calling host callbacks keeps the GIL (each call back
+        # would take it again; the rest of such a loop is too short to gain from it)
+        self.opts = {}
+        if self.in_process:
+            self.opts["cache"] = False
+        if calls_host_callbacks(text):
+            self.opts["nogil"] = False
         self.path = os.path.join(cache._kernel_dir(), f"d_{key[:32]}.py")
         cache._write_source(self.path, text)
         self.module = self._import()
-        self.fn = dispatcher(self.module, "driver", {"cache": False} if self.in_process
-                             else {})
+        self.fn = dispatcher(self.module, "driver", self.opts)
         self.compiled = False
         self.failed = None
         self.job = None      # Future of a compile worker's reply
         self.lock = threading.Lock()
 
     def _import(self):
-        name = f"tracer_kernels.d_{self.key[:32]}"
-        mod = sys.modules.get(name)
-        if mod is not None:
-            return mod
-        spec = importlib.util.spec_from_file_location(name, self.path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        sys.modules[name] = mod
-        return mod
+        return load_module(f"{PACKAGE}.d_{self.key[:32]}", self.path)
 
     def on_disk(self) -> bool:
         return not self.in_process and cache.on_disk(self.path, "driver")
@@ -599,7 +639,8 @@ def _driver_for(text, kernels) -> Driver:
 
 
 def build_source(spec):
-    """(source text, kernels, IP, FP, const arrays) of the driver of ``spec``."""
+    """(source text, kernels, IP, FP, const arrays, (buffers, views), host callback
+    entries) of the driver of ``spec``."""
     g = _Gen()
     ins = [f"a{i}" for i in range(len(spec.in_avals))]
     outs = g.control(spec, ins)
@@ -615,6 +656,9 @@ def build_source(spec):
         em.line("from numba_backend.blas import matmul_into")
     if g.user:
         em.line(f"import numba_backend.user_functions as {_UF}")
+    if g.callbacks:
+        em.line("from numba import objmode")
+        em.line(f"from numba_backend.host_callbacks import call as {_HC}")
     for src in g.helpers.values():
         em.line("")
         em.line("")
@@ -626,6 +670,12 @@ def build_source(spec):
     # written), then the buffers and their views (``CompiledRunner`` makes them).
     params = ["IP", "FP"] + ins + consts + bufs
     with em.block(f"def driver({', '.join(params)}):"):
+        if g.callbacks:
+            # Numba sets up an object-mode call's Python environment where it lowers the
+            # function's first one: an empty block here puts that at the entry, so that
+            # blocks in both arms of an if (a cond) see it (else LLVM rejects the code)
+            with em.block("with objmode():"):
+                em.line("pass")
         for line in g.prologue:
             em.line(line)
     em.lines += g.em.lines
@@ -639,7 +689,7 @@ def build_source(spec):
     buffers = [(_storage(a.dtype), tuple(a.shape)) for _, a in g.buffers]
     index = {name: i for i, (name, _) in enumerate(g.buffers)}
     views = [(index[base], shape) for _, base, shape in g.views]
-    return em.text(), g.kernels, ip, fp, arrays, (buffers, views)
+    return em.text(), g.kernels, ip, fp, arrays, (buffers, views), tuple(g.callbacks)
 
 
 # A scan whose Python loop would take longer than this waits for its compiled driver.
@@ -651,7 +701,7 @@ class CompiledRunner:
     """Runs a control-flow call through its generated driver (host loop meanwhile when
     the driver is still compiling in the background)."""
 
-    def __init__(self, spec, driver, ip, fp, consts, buffers, host):
+    def __init__(self, spec, driver, ip, fp, consts, buffers, host, callbacks=()):
         # what it needs of the spec, not the spec (``runner_for`` caches by the spec)
         self.kind, self.in_avals, self.out_avals = spec.kind, spec.in_avals, spec.out_avals
         self.driver = driver
@@ -659,6 +709,8 @@ class CompiledRunner:
         self.consts = consts             # writable copies, never written by the driver
         self.buffers, self.views = buffers
         self.host = host
+        # the host callbacks' entries (their tokens are in ``ip``): alive while this is
+        self.callbacks = callbacks
 
     def _sig_spec(self) -> list:
         return ([array_spec(self.ip.dtype, 1, True), array_spec(self.fp.dtype, 1, True)]
@@ -674,7 +726,7 @@ class CompiledRunner:
         d = self.driver
         if d.in_process:
             return None
-        return {"module": d.module.__name__, "path": d.path, "func": "driver", "opts": {},
+        return {"module": d.module.__name__, "path": d.path, "func": "driver", "opts": d.opts,
                 "sig": self._sig_spec(),
                 "globals": [{"name": n, "module": h.module.__name__, "path": h.path,
                              "func": "kernel", "opts": h.opts(False), "sig": spec}
@@ -767,7 +819,20 @@ class CompiledRunner:
         args = [_writable(_to_storage(a)) for a in arrays]
         bufs = [np.empty(shape, dt) for dt, shape in self.buffers]
         views = [bufs[b].reshape(shape) for b, shape in self.views]
-        outs = d.fn(self.ip, self.fp, *args, *self.consts, *bufs, *views)
+        if not self.callbacks:
+            outs = d.fn(self.ip, self.fp, *args, *self.consts, *bufs, *views)
+            return [_from_storage(o, a) for o, a in zip(outs, self.out_avals)]
+        err = None
+        try:
+            outs = d.fn(self.ip, self.fp, *args, *self.consts, *bufs, *views)
+        except BaseException as e:
+            # a callback's exception propagates as it is; should Numba wrap it, the
+            # callback's own exception (with its traceback) is raised instead
+            err = host_callbacks.take_pending()
+            if err is None or err is e:
+                raise
+        if err is not None:
+            raise err
         return [_from_storage(o, a) for o, a in zip(outs, self.out_avals)]
 
 
@@ -886,7 +951,7 @@ def make_runner(spec):
     step of the bodies can be called from Numba, else the host loop."""
     host = HostRunner(spec)
     try:
-        text, kernels, ip, fp, consts, buffers = build_source(spec)
+        text, kernels, ip, fp, consts, buffers, callbacks = build_source(spec)
     except NotCompilable as e:
         host.why = str(e)
         if config.log_compiles:
@@ -894,4 +959,4 @@ def make_runner(spec):
                            spec.kind, e)
         return host
     driver = _driver_for(text, kernels)
-    return CompiledRunner(spec, driver, ip, fp, consts, buffers, host)
+    return CompiledRunner(spec, driver, ip, fp, consts, buffers, host, callbacks)
