@@ -398,7 +398,12 @@ class NumbaElementwise:
         args = tuple(_numba_type(d) for d in in_dts)
         try:
             template, *_ = self.kernel.dispatcher.get_call_template(args, {})
-            ret = template.cases[0].return_type
+            # the template lists every signature compiled so far, in compile order: the
+            # one for these argument types, not the first
+            ret = next((c.return_type for c in template.cases if tuple(c.args) == args),
+                       None)
+            if ret is None:
+                ret = self.kernel.dispatcher.overloads[args].signature.return_type
             typed = as_dtype(ret)
         except _typing_error() as e:
             raise KernelCompileError(

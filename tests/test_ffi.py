@@ -502,3 +502,20 @@ def test_a_kernel_changed_between_processes_is_recompiled(tmp_path):
         outs.append(res.stdout.strip().splitlines()[-1])
     assert outs == ["[2.0, 3.0, 4.0] [2.0, 3.0, 4.0]",
                     "[1.0, 11.0, 21.0] [0.0, 100.0, 200.0]"], outs
+
+
+def test_numba_elementwise_result_dtype_follows_each_operand_dtype():
+    # Numba's call template lists every signature compiled so far: the result dtype is the
+    # one for the operands' dtypes, not the first one compiled (which would truncate)
+    @numba.njit
+    def twice(x):
+        return x * 2
+
+    e = numba_elementwise(twice)
+    i = e(jnp.asarray(np.array([1, 2], np.int32)))
+    assert i.dtype == np.int64 and np.asarray(i).tolist() == [2, 4]
+    f = np.array([1.25, 2.75])
+    for got in (e(jnp.asarray(f)), tracer.jit(e)(jnp.asarray(f)),
+                numba_elementwise(twice)(jnp.asarray(f))):
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(np.asarray(got), f * 2)
