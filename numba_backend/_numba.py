@@ -41,4 +41,31 @@ def import_numba():
             _sys.modules.pop("scipy.linalg.cython_blas", None)
 
 
+def load_without_refresh():
+    """Load cached functions without first loading every typing and lowering registry.
+
+    Numba's ``Cache.load_overload`` refreshes the target context before it reads a cache
+    entry: it imports and installs all of Numba's registries (255 of them), 0.3 s of CPU
+    of a warm program's first call, where the rest of that call loads its kernels in
+    milliseconds. Loading compiled code needs only Numba's runtime (NRT, whose symbols
+    the loaded code links against). Every compile refreshes the contexts itself
+    (``compiler.compile_extra``), so a process that goes on to compile still gets them.
+    """
+    from numba.core import caching
+    cls = caching.Cache
+    if getattr(cls.load_overload, "_tracer", False) or not all(
+            hasattr(cls, a) for a in ("_load_overload", "_guard_against_spurious_io_errors")):
+        return   # patched already, or another Numba: its own load_overload stays
+
+    def load_overload(self, sig, target_context):
+        from numba.core.runtime import rtsys
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+    load_overload._tracer = True
+    cls.load_overload = load_overload
+
+
 import_numba()
+load_without_refresh()

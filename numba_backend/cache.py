@@ -200,21 +200,6 @@ class CompiledKernel:
 _listing: dict = {}
 
 
-_warm = False
-
-
-def warm_up() -> None:
-    """Set up Numba's typing and target contexts (0.2 s, most of a process's first kernel
-    load) once: the program calls this while it waits for its first compiles, so that
-    loading them afterwards takes milliseconds."""
-    global _warm
-    if not _warm:
-        _warm = True
-        from numba.core.registry import cpu_target
-        cpu_target.typing_context.refresh()
-        cpu_target.target_context.refresh()
-
-
 def on_disk(path: str, func: str) -> bool:
     """Whether Numba's cache probably holds function ``func`` of the generated module at
     ``path`` (its index file exists): then loading it takes milliseconds and is worth

@@ -137,6 +137,7 @@ class _Gen:
         self.counter = 0
         self.flags = _flags()
         self.user = False               # calls a user's kernel (numba_call)
+        self.uses_views = False         # reshapes in the loop (numba_backend.views)
         # host callbacks it calls back (numba_backend.host_callbacks entries; their
         # tokens are in ``ints``): the runner keeps them alive
         self.callbacks: list = []
@@ -186,7 +187,8 @@ class _Gen:
             self.views.append((v, var, shape))
             return v
         v = self.fresh("v")
-        self.line(f"{v} = {var}.reshape({self.dims(shape)})")
+        self.uses_views = True
+        self.line(f"{v} = reshape_c({var}, {self.dims(shape)})")
         return v
 
     def copy(self, dst, src, ndim):
@@ -654,6 +656,8 @@ def build_source(spec):
     em.line("from numba.extending import register_jitable")
     if any("matmul_into(" in src for src in g.helpers.values()):
         em.line("from numba_backend.blas import matmul_into")
+    if g.uses_views:
+        em.line("from numba_backend.views import reshape_c")
     if g.user:
         em.line(f"import numba_backend.user_functions as {_UF}")
     if g.callbacks:
@@ -808,7 +812,6 @@ class CompiledRunner:
                     elif self.kind == "cond" or self._host_seconds() < _HOST_BUDGET_S:
                         return self.host(arrays)
                     # else a long scan: waiting for its compile beats running it in Python
-                    cache.warm_up()
                 reply = d.job.result()
                 if not reply["ok"]:
                     self._fail(reply.get("error"))

@@ -282,8 +282,6 @@ class Executable:
         """Block until the background compiles (if any) are done, then switch tiers."""
         jobs = self._jobs
         if jobs is not None:
-            if not all(f.done() for _, f in jobs):
-                cache.warm_up()
             for _, f in jobs:
                 f.result()
             for f in self._primes:
