@@ -15,7 +15,7 @@ from tracer import dtypes
 from tracer.core import Array, Primitive, ShapedArray, get_aval
 from tracer.interpreters import ad, batching
 from tracer.interpreters.ad import Zero, defjvp, defjvp_zero, deflinear, defbilinear
-from lax.utils import (_any, _bool, _bool_or_int, _complex, _float, _inexact, _int, _num,
+from lax.utils import (_any, _bool, _bool_or_int, _float, _inexact, _int, _num,
                        _ordered, _signed_num, as_lax_value, check_dtype,
                        check_same_shapes_dtypes, np_errstate, promote_weak_scalars,
                        scalar_like, standard_naryop, standard_unop)
@@ -359,21 +359,45 @@ defjvp_zero(clz_p)
 
 
 def real(x):
-    """Element-wise real part; complex64 -> float32, complex128 -> float64. XLA 'Real'."""
+    """Element-wise real part; complex64 -> float32, complex128 -> float64. XLA 'Real':
+    a floating operand is returned as it is (``jax.lax.real`` refuses floats)."""
     return _bind_unary(real_p, x)
 
 
-real_p = standard_unop("real", lambda x: np.real(x).copy(), _complex, result_dtype=_real_dtype)
-deflinear(real_p, lambda cts, x: [complex(cts[0], full_like(cts[0], 0))])
+def _operand_is_complex(x):
+    return dtypes.is_complex((x.aval if ad.is_undefined_primal(x) else get_aval(x)).dtype)
+
+
+def _real_transpose(cts, x):
+    # real of a complex x: the cotangent is ct + 0j; of a real x (the identity): ct
+    ct = cts[0]
+    return [complex(ct, full_like(ct, 0)) if _operand_is_complex(x) else ct]
+
+
+real_p = standard_unop("real", lambda x: np.real(x).copy(), _inexact, result_dtype=_real_dtype)
+deflinear(real_p, _real_transpose)
 
 
 def imag(x):
-    """Element-wise imaginary part; complex -> real dtype. XLA 'Imag'."""
+    """Element-wise imaginary part; complex -> real dtype. XLA 'Imag': a floating operand
+    gives zeros (+0.0, NaN and infinities included; ``jax.lax.imag`` refuses floats)."""
     return _bind_unary(imag_p, x)
 
 
-imag_p = standard_unop("imag", lambda x: np.imag(x).copy(), _complex, result_dtype=_real_dtype)
-deflinear(imag_p, lambda cts, x: [complex(full_like(cts[0], 0), neg(cts[0]))])
+def _imag_impl(x):
+    # np.imag of a real array is a read-only zero array of its dtype: a fresh copy
+    return np.imag(x).copy()
+
+
+def _imag_transpose(cts, x):
+    # imag of a complex x: the cotangent is 0 - ct*1j; of a real x (a constant zero): 0
+    ct = cts[0]
+    return [complex(full_like(ct, 0), neg(ct)) if _operand_is_complex(x)
+            else full_like(ct, 0)]
+
+
+imag_p = standard_unop("imag", _imag_impl, _inexact, result_dtype=_real_dtype)
+deflinear(imag_p, _imag_transpose)
 
 
 def conj(x):
@@ -472,11 +496,15 @@ def reciprocal(x):
 # ====================================== binary ========================================
 
 def add(x, y):
-    """Element-wise x + y (integers wrap). XLA 'Add'. Equal shapes and dtypes."""
+    """Element-wise x + y (integers wrap). XLA 'Add'. Equal shapes and dtypes.
+
+    Bool operands give the logical or, as StableHLO's ``add`` defines it on i1 (XLA
+    computes it so); ``jax.lax.add`` refuses bool (README, "Differences")."""
     return _bind_binary(add_p, x, y)
 
 
-add_p = standard_naryop("add", np_errstate(np.add), _num)
+# bool included: the spec's add on i1 is or (np.add on bools is exactly that)
+add_p = standard_naryop("add", np_errstate(np.add), _any)
 
 
 def _operand_aval(x):
@@ -534,7 +562,8 @@ ad.primitive_transposes[sub_p] = _sub_transpose
 
 
 def mul(x, y):
-    """Element-wise x * y. XLA 'Mul'."""
+    """Element-wise x * y. XLA 'Mul'. Bool operands give the logical and, as StableHLO's
+    ``multiply`` defines it on i1; ``jax.lax.mul`` refuses bool (README, "Differences")."""
     return _bind_binary(mul_p, x, y)
 
 

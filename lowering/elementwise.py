@@ -252,10 +252,14 @@ scalar_exprs[ew.clz_p] = _clz
 
 
 def _real(ctx, x):
+    if _dt(x).kind != "c":
+        return x            # XLA 'Real' of a floating operand: the operand itself
     return ctx.call("scalar.real", x, dtype=ctx.out_avals[0].dtype)
 
 
 def _imag(ctx, x):
+    if _dt(x).kind != "c":
+        return ctx.const(0, _dt(x))     # XLA 'Imag' of a floating operand: +0.0
     return ctx.call("scalar.imag", x, dtype=ctx.out_avals[0].dtype)
 
 

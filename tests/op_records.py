@@ -691,10 +691,12 @@ R += [
     unop("population_count", lax.population_count, ew.population_count_p, INT,
          _pyelementwise(_ref_popcount), rng=rand_full_int()),
     unop("clz", lax.clz, ew.clz_p, INT, _pyelementwise(_ref_clz), rng=rand_full_int()),
-    unop("real", lax.real, ew.real_p, COMPLEX, lambda x: np.real(x).copy(), grad=2,
-         grad_dtypes=(c128,), linear=((0,),)),
-    unop("imag", lax.imag, ew.imag_p, COMPLEX, lambda x: np.imag(x).copy(), grad=2,
-         grad_dtypes=(c128,), linear=((0,),)),
+    # XLA 'Real'/'Imag' of a floating operand: the operand itself / zeros
+    unop("real", lax.real, ew.real_p, INEXACT, lambda x: x.copy() if x.dtype.kind == "f"
+         else np.real(x).copy(), grad=2, grad_dtypes=(f64, c128), linear=((0,),)),
+    unop("imag", lax.imag, ew.imag_p, INEXACT, lambda x: np.zeros_like(x)
+         if x.dtype.kind == "f" else np.imag(x).copy(), grad=2, grad_dtypes=(f64, c128),
+         linear=((0,),)),
     unop("conj", lax.conj, ew.conj_p, FLOAT + COMPLEX,
          lambda x: x.astype(_complex_of(x.dtype)) if x.dtype.kind == "f" else np.conj(x),
          grad=2, grad_dtypes=(f64, c128), linear=((0,),)),
@@ -716,8 +718,10 @@ for _y in (0, 1, 2, 3, 5, -2):
 
 # ---------------------------------- binary element-wise ---------------------------------
 R += [
-    binop("add", lax.add, ew.add_p, NUM,
-          lambda x, y: np.add(x, y) if _is_int(x.dtype) else _hpfn(np.add)(x, y),
+    # bool: StableHLO's add on i1 is the logical or
+    binop("add", lax.add, ew.add_p, ALL,
+          lambda x, y: (x | y) if x.dtype == bool_ else np.add(x, y)
+          if _is_int(x.dtype) else _hpfn(np.add)(x, y),
           grad=2, grad_dtypes=_INEX_GRAD, linear=((0, 1),)),
     binop("sub", lax.sub, ew.sub_p, NUM,
           lambda x, y: np.subtract(x, y) if _is_int(x.dtype) else _hpfn(np.subtract)(x, y),
