@@ -754,11 +754,27 @@ def max(x, y):
     """Element-wise maximum; NaN if either is NaN. XLA 'Max', bit for bit as XLA:CPU (and
     JAX): -0.0 < +0.0; a NaN ``x`` is returned as it is, a NaN ``y`` with the sign bits of
     x and y and-ed (``max(1.0, -nan) == +nan``, payload kept). A tie splits the gradient
-    0.5/0.5 (JAX)."""
+    0.5/0.5 (JAX). Bool: the logical or.
+
+    Complex: the lexicographic order of (real, imag) pairs (StableHLO ``maximum``; JAX
+    and XLA:CPU): ``x`` where ``x.real > y.real``, or where the real parts are equal
+    (``-0.0 == +0.0``) and ``x.imag > y.imag``; else ``y``, bits unchanged. A NaN makes
+    its comparison false, so ``y`` is chosen: ``max(nan+0j, 1+0j)`` is ``1+0j`` but
+    ``max(1+0j, nan+0j)`` is ``nan+0j`` (no NaN propagation, unlike real max)."""
     return _bind_binary(max_p, x, y)
 
 
+def _complex_pick(x, y, cmp):
+    # StableHLO's (and XLA:CPU's) complex max/min: x where cmp holds lexicographically on
+    # (real, imag), else y; np.where keeps both operands' bits (NaN payloads included)
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    pick = np.where(x.real == y.real, cmp(x.imag, y.imag), cmp(x.real, y.real))
+    return np.where(pick, x, y)
+
+
 def _max_impl(x, y):
+    if dtypes.is_complex(np.result_type(x)):
+        return _complex_pick(x, y, np.greater)
     out = np.maximum(x, y)
     if not dtypes.is_floating(out.dtype):
         return out
@@ -775,6 +791,8 @@ def _max_impl(x, y):
 
 
 def _min_impl(x, y):
+    if dtypes.is_complex(np.result_type(x)):
+        return _complex_pick(x, y, np.less)
     out = np.minimum(x, y)
     if not dtypes.is_floating(out.dtype):
         return out
@@ -804,18 +822,21 @@ def _nan_x_first(x, out):
     return np.where(nan, x, out) if nan.any() else out
 
 
-max_p = standard_naryop("max", np_errstate(_max_impl), _ordered)
+# every dtype: complex ones ordered lexicographically (the spec's maximum/minimum)
+max_p = standard_naryop("max", np_errstate(_max_impl), _any)
 defjvp(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
        lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)), with_ans=True)
 
 
 def min(x, y):
     """Element-wise minimum; NaN if either is NaN. XLA 'Min': as ``max`` with -0.0 the
-    smaller zero and the sign bits or-ed (``min(-1.0, +nan) == -nan``)."""
+    smaller zero and the sign bits or-ed (``min(-1.0, +nan) == -nan``). Bool: the
+    logical and. Complex: as ``max`` with ``<`` (``x`` where it is lexicographically
+    smaller, else ``y``; ``min(1+0j, nan+0j)`` is ``nan+0j``)."""
     return _bind_binary(min_p, x, y)
 
 
-min_p = standard_naryop("min", np_errstate(_min_impl), _ordered)
+min_p = standard_naryop("min", np_errstate(_min_impl), _any)
 defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
        lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)), with_ans=True)
 

@@ -353,8 +353,26 @@ def _ref_sign(x):
     return np.where(x > 0, 1, np.where(x < 0, -1, x)).astype(dt)
 
 
+def _ref_complex_pick(x, y, greater):
+    """StableHLO's complex maximum (``greater``) / minimum, element by element through
+    Python floats: x if its (real, imag) pair is lexicographically above (below) y's, the
+    real parts deciding unless they compare equal; else y (so a NaN part picks y)."""
+    out = np.empty(x.shape, x.dtype)
+    for i in np.ndindex(*x.shape):
+        a, b = x[i], y[i]
+        ar, ai, br, bi = float(a.real), float(a.imag), float(b.real), float(b.imag)
+        if greater:
+            pick = ai > bi if ar == br else ar > br
+        else:
+            pick = ai < bi if ar == br else ar < br
+        out[i] = a if pick else b
+    return out
+
+
 def _ref_max(x, y):
     x, y = _bcast(x, y)
+    if x.dtype.kind == "c":
+        return _ref_complex_pick(x, y, True)
     if x.dtype.kind == "f":
         # +0.0 is above -0.0; NaN in either gives NaN.
         with np.errstate(invalid="ignore"):
@@ -367,6 +385,8 @@ def _ref_max(x, y):
 
 def _ref_min(x, y):
     x, y = _bcast(x, y)
+    if x.dtype.kind == "c":
+        return _ref_complex_pick(x, y, False)
     if x.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
             both0 = (x == 0) & (y == 0)
@@ -738,8 +758,10 @@ R += [
     binop("pow", lax.pow, ew.pow_p, INEXACT + INT, _ref_pow,
           rng=(rand_positive(), rand_uniform(-2, 2)), grad=2, grad_dtypes=_INEX_GRAD,
           tol={f16: 1e-2, c64: 1e-5}),
-    binop("max", lax.max, ew.max_p, ORDERED, _ref_max, rng=rand_distinct(), grad=2),
-    binop("min", lax.min, ew.min_p, ORDERED, _ref_min, rng=rand_distinct(), grad=2),
+    binop("max", lax.max, ew.max_p, ORDERED + COMPLEX, _ref_max, rng=rand_distinct(),
+          grad=2, grad_dtypes=(f64, c128)),
+    binop("min", lax.min, ew.min_p, ORDERED + COMPLEX, _ref_min, rng=rand_distinct(),
+          grad=2, grad_dtypes=(f64, c128)),
     binop("atan2", lax.atan2, ew.atan2_p, FLOAT, _hpfn(np.arctan2), grad=2,
           grad_rng=rand_nonzero()),
     binop("and", lax.bitwise_and, ew.and_p, BOOL + INT, lambda x, y: x & y,
