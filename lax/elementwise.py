@@ -256,11 +256,29 @@ defjvp(rsqrt_p, lambda g, ans, x: safe_mul(g, mul(_const(ans, -0.5), div(ans, x)
 
 
 def cbrt(x):
-    """Element-wise real cube root. XLA 'Cbrt'. Floating dtypes only."""
+    """Element-wise cube root. XLA 'Cbrt'. Floating: the real cube root (``cbrt(-8.0)``
+    is -2). Complex: the principal cube root, as StableHLO's interpreter defines it,
+    ``|z|**(1/3) * (cos(t/3) + i sin(t/3))`` with ``t = atan2(z.imag, z.real)``
+    (``cbrt(-8+0j)`` is ``1+1.732j``), computed in float64 and rounded once; the formula
+    as it stands at the edges (``cbrt(inf+0j)`` is ``inf+nanj``: inf * sin(0)).
+    ``jax.lax.cbrt`` refuses complex operands."""
     return _bind_unary(cbrt_p, x)
 
 
-cbrt_p = standard_unop("cbrt", np.cbrt, _float)
+def _cbrt_impl(x):
+    if not dtypes.is_complex(x.dtype):
+        return np.cbrt(x)
+    z = x.astype(np.complex128)
+    # |z| by hypot, not (re**2 + im**2)**(1/6): the same value where the squares do not
+    # overflow or underflow (|z| > 1e154 or < 1e-154 in float64)
+    r = np.cbrt(np.hypot(z.real, z.imag))
+    t = np.arctan2(z.imag, z.real) / 3
+    out = np.empty(z.shape, np.complex128)
+    out.real, out.imag = r * np.cos(t), r * np.sin(t)
+    return out.astype(x.dtype)
+
+
+cbrt_p = standard_unop("cbrt", np_errstate(_cbrt_impl), _inexact)
 defjvp(cbrt_p, lambda g, ans, x: safe_mul(g, mul(_const(ans, 1 / 3), integer_pow(ans, -2))),
        with_ans=True)
 
@@ -842,11 +860,26 @@ defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
 
 
 def atan2(x, y):
-    """Element-wise atan(x / y) with the quadrant of (y, x). XLA 'Atan2'. Floats only."""
+    """Element-wise atan(x / y) with the quadrant of (y, x). XLA 'Atan2'.
+
+    Complex operands: StableHLO's (and XLA's) definition
+    ``atan2(x, y) = -i * log((y + i*x) / sqrt(y*y + x*x))``, evaluated in the operands'
+    dtype with NumPy's complex log and sqrt (JAX's values to rounding on regular
+    values; at zeros on a branch cut the sign of a zero part may differ from JAX's)."""
     return _bind_binary(atan2_p, x, y)
 
 
-atan2_p = standard_naryop("atan2", np_errstate(np.arctan2), _float)
+def _atan2_impl(x, y):
+    if not dtypes.is_complex(np.result_type(x)):
+        return np.arctan2(x, y)
+    # the spec's formula step by step in the operands' complex dtype (as XLA evaluates
+    # it): i * x is a complex product, so an infinite part makes NaNs as it does there
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    i = x.dtype.type(1j)
+    return (-i) * np.log((y + i * x) / np.sqrt(y * y + x * x))
+
+
+atan2_p = standard_naryop("atan2", np_errstate(_atan2_impl), _inexact)
 defjvp(atan2_p, lambda g, x, y: safe_mul(g, div(y, add(mul(x, x), mul(y, y)))),
        lambda g, x, y: safe_mul(g, div(neg(x), add(mul(x, x), mul(y, y)))))
 

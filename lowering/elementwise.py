@@ -191,6 +191,8 @@ def _atan2(ctx, x, y):
 
 
 scalar_exprs[ew.atan2_p] = _atan2
+# complex atan2 is made of complex log and sqrt: NumPy's routines, as those (above)
+limit("scalar", ew.atan2_p, _not_complex("complex atan2"))
 
 
 def _round(ctx, x, *, rounding_method):

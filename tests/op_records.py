@@ -22,6 +22,7 @@ import builtins
 import dataclasses
 import decimal
 import itertools
+import math
 import os
 import zlib
 from typing import Any, Callable
@@ -351,6 +352,26 @@ def _ref_sign(x):
         return (x > 0).astype(dt)
     # -0.0 keeps its sign, NaN stays NaN (XLA 'Sign').
     return np.where(x > 0, 1, np.where(x < 0, -1, x)).astype(dt)
+
+
+def _ref_cbrt(x):
+    if x.dtype.kind != "c":
+        return _hpfn(np.cbrt)(x)
+
+    def principal(v, dtype):
+        # StableHLO's complex cbrt: |z|**(1/3) * (cos(t/3) + i sin(t/3)), t = arg z, in
+        # Python's float64 math (inf * sin(0) is NaN there too)
+        r = math.hypot(v.real, v.imag) ** (1 / 3)
+        t = math.atan2(v.imag, v.real) / 3
+        return builtins.complex(r * math.cos(t), r * math.sin(t))
+    return _pyelementwise(principal)(x)
+
+
+def _ref_atan2(x, y):
+    if x.dtype.kind != "c":
+        return _hpfn(np.arctan2)(x, y)
+    # StableHLO's complex atan2(x, y) = -i log((y + i x) / sqrt(y^2 + x^2)), in complex128
+    return _hpfn(lambda a, b: -1j * np.log((b + 1j * a) / np.sqrt(b * b + a * a)))(x, y)
 
 
 def _ref_complex_pick(x, y, greater):
@@ -700,7 +721,8 @@ R += [
          grad_dtypes=_INEX_GRAD),
     unop("rsqrt", lax.rsqrt, ew.rsqrt_p, INEXACT, _hpfn(lambda x: 1 / np.sqrt(x)),
          rng=rand_positive(), grad=2, grad_dtypes=_INEX_GRAD),
-    unop("cbrt", lax.cbrt, ew.cbrt_p, FLOAT, _hpfn(np.cbrt), rng=rand_nonzero(), grad=2),
+    unop("cbrt", lax.cbrt, ew.cbrt_p, INEXACT, _ref_cbrt, rng=rand_nonzero(), grad=2,
+         grad_dtypes=(f64, c128)),
     unop("erf", lax.erf, ew.erf_p, FLOAT, _hpfn(sps.erf), grad=2),
     unop("abs", lax.abs, ew.abs_p, SINT + INEXACT,
          lambda x: np.abs(x.astype(_hp(x.dtype))).astype(_real_of(x.dtype))
@@ -762,8 +784,8 @@ R += [
           grad=2, grad_dtypes=(f64, c128)),
     binop("min", lax.min, ew.min_p, ORDERED + COMPLEX, _ref_min, rng=rand_distinct(),
           grad=2, grad_dtypes=(f64, c128)),
-    binop("atan2", lax.atan2, ew.atan2_p, FLOAT, _hpfn(np.arctan2), grad=2,
-          grad_rng=rand_nonzero()),
+    binop("atan2", lax.atan2, ew.atan2_p, INEXACT, _ref_atan2, grad=2,
+          grad_dtypes=(f64, c128), grad_rng=rand_nonzero()),
     binop("and", lax.bitwise_and, ew.and_p, BOOL + INT, lambda x, y: x & y,
           rng=rand_full_int()),
     binop("or", lax.bitwise_or, ew.or_p, BOOL + INT, lambda x, y: x | y,

@@ -141,3 +141,100 @@ def test_complex_max_min_jvp_vmap_and_compiled_kernel(rng):
         check_grads(lambda u, v: f(u, v * 3.0), (a, a + 0.5), order=2)
     text = tracer.jit(lambda a, b: lax.max(a, b) + lax.min(a, b)).lower(x, y).as_text()
     assert "host_step" not in text and "scalar.real" in text
+
+
+# ================================= complex atan2 and cbrt ================================
+
+# JAX 0.10.2 (XLA:CPU), complex128: jax.lax.atan2(x, y) and its jvp in x (tangent 1).
+_ATAN2_X = np.array([1 + 2j, -0.5 + 0.25j, 3 - 1j, 1e-3 + 2j, -2 - 2j, 0.5 + 0j])
+_ATAN2_Y = np.array([0.5 - 1j, 2 + 0.5j, -1 + 0.5j, 1 + 1e-3j, 0.25 + 3j, -1 + 0j])
+_ATAN2_JAX = np.array([1.9081667979066728 + 0.3790868723420225j,
+                       -0.20911216478961453 + 0.17072267009818934j,
+                       1.908166797906673 - 0.04456205785157976j,
+                       1.5697963281282268 + 0.5493051443360547j,
+                       -0.7446234083011973 + 0.3830779773097176j,
+                       2.677945044588987 + 0j])
+_ATAN2_JAX_DX = np.array([-0.21138211 + 0.09756098j, 0.4712813 - 0.08247423j,
+                          -0.09756098 - 0.02090592j, -0.33333133 - 0.001j,
+                          0.15438661 - 0.17156109j, -0.8 + 0j])
+
+
+def _spec_atan2(x, y):
+    """StableHLO's complex atan2(x, y) = -i log((y + i x) / sqrt(y^2 + x^2)), in Python's
+    complex128 arithmetic (cmath)."""
+    import cmath
+    return np.array([-1j * cmath.log((b + 1j * a) / cmath.sqrt(b * b + a * a))
+                     for a, b in zip(x.tolist(), y.tolist())])
+
+
+@pytest.mark.parametrize("dt,rtol", [(np.complex128, 1e-14), (np.complex64, 1e-6)])
+def test_complex_atan2_is_the_spec_formula_and_jax(dt, rtol):
+    x, y = _ATAN2_X.astype(dt), _ATAN2_Y.astype(dt)
+    got = _eager_and_jit(lax.atan2, x, y)
+    assert got.dtype == dt
+    np.testing.assert_allclose(got, _ATAN2_JAX, rtol=rtol)
+    np.testing.assert_allclose(got, _spec_atan2(x.astype(complex), y.astype(complex)),
+                               rtol=rtol)
+    # real-valued complex operands give real atan2 (+0j): atan2(0.5, -1) = pi - atan(0.5)
+    np.testing.assert_allclose(got[-1], np.arctan2(0.5, -1.0) + 0j, rtol=rtol)
+    _, t = tracer.jvp(lax.atan2, (x, y), (np.ones(6, dt), np.zeros(6, dt)))
+    np.testing.assert_allclose(np.asarray(t), _ATAN2_JAX_DX, rtol=max(rtol, 1e-7))
+    check_vmap(lax.atan2, (x.reshape(2, 3), y.reshape(2, 3)))
+
+
+def test_complex_atan2_at_edges_keeps_the_formula():
+    # at zeros and infinities the formula's NaNs and signs come from its steps
+    # (i * x is a complex product; 0/0 is NaN), in both tiers alike
+    e = _complex_grid(np.complex128)
+    x, y = np.repeat(e, len(e)), np.tile(e, len(e))
+    got = _eager_and_jit(lax.atan2, x, y)
+    with np.errstate(all="ignore"):
+        want = -1j * np.log((y + 1j * x) / np.sqrt(y * y + x * x))
+    _assert_same_bits(got, want)
+    assert np.isnan(complex(lax.atan2(np.complex128(0), np.complex128(0))).real)
+
+
+def _spec_cbrt(z):
+    """StableHLO's complex cbrt: |z|^(1/3) (cos(t/3) + i sin(t/3)), t = atan2(im, re)."""
+    import math
+    out = []
+    for v in z.tolist():
+        r, t = math.hypot(v.real, v.imag) ** (1 / 3), math.atan2(v.imag, v.real) / 3
+        out.append(complex(r * math.cos(t), r * math.sin(t)))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("dt,rtol", [(np.complex128, 1e-14), (np.complex64, 1e-7)])
+def test_complex_cbrt_is_the_principal_root(dt, rtol):
+    fi = np.finfo(dt)
+    big, tiny = float(fi.max) / 8, float(fi.tiny)      # |z| without overflow, |z|^2 with
+    z = np.array([-8 + 0j, 8j, 27 + 0j, -1 - 1j, 0.125 + 0j, complex(tiny, tiny),
+                  complex(3 * big / 5, -4 * big / 5)], dt)
+    got = _eager_and_jit(lax.cbrt, z)
+    assert got.dtype == dt
+    s3 = np.sqrt(3)
+    principal = [1 + s3 * 1j, s3 + 1j, 3 + 0j]       # cbrt(-8) is not -2 for complex
+    np.testing.assert_allclose(got[:3], principal, rtol=10 * rtol)
+    finite = np.isfinite(z.astype(complex))
+    np.testing.assert_allclose(got[finite], _spec_cbrt(z[finite].astype(complex)),
+                               rtol=10 * rtol)
+    # (cubed back: the moderate ones, a part that cancels to 0 within rounding of |z|)
+    np.testing.assert_allclose(got[:5] ** 3, z[:5], rtol=0, atol=100 * rtol * 27)
+    # a real float operand keeps its real cube root
+    assert float(lax.cbrt(np.float64(-8.0))) == -2.0
+
+
+def test_complex_cbrt_edges_grad_and_vmap(rng):
+    z = np.array([0j, complex(-0.0, 0.0), complex(np.inf, 0.0), complex(np.nan, 1.0)])
+    got = _eager_and_jit(lax.cbrt, z)
+    # the formula as it stands: 0 -> 0, inf+0j -> inf + (inf * sin 0 = NaN) j, NaN -> NaN
+    assert complex(got[0]) == 0 and complex(got[1]) == 0
+    assert np.isinf(got[2].real) and np.isnan(got[2].imag)
+    assert np.isnan(got[3].real) and np.isnan(got[3].imag)
+    w = rng.uniform(0.5, 2, (2, 3)) + 1j * rng.uniform(0.5, 2, (2, 3))
+    # holomorphic away from the negative real axis: d cbrt(z) = dz / (3 cbrt(z)^2)
+    _, t = tracer.jvp(lax.cbrt, (w,), (np.ones_like(w),))
+    np.testing.assert_allclose(np.asarray(t), 1 / (3 * _spec_cbrt(w.ravel()) ** 2)
+                               .reshape(2, 3), rtol=1e-13)
+    check_grads(lax.cbrt, (w,), order=2)
+    check_vmap(lax.cbrt, (w,))
