@@ -1410,7 +1410,13 @@ batching.primitive_batchers[bitcast_convert_type_p] = _bitcast_batch
 
 def reduce_precision(operand, exponent_bits: int, mantissa_bits: int):
     """Round floats to a format with the given exponent and mantissa bits and back
-    (XLA 'ReducePrecision'): round-to-nearest-even, overflow to ±inf, NaN kept."""
+    (XLA 'ReducePrecision'): round-to-nearest-even, overflow to ±inf, NaN kept.
+
+    A NaN operand is returned as it is, bits and sign, for every format, with
+    ``mantissa_bits=0`` too: the spec says "NaN values are retained" and XLA:CPU (JAX)
+    keeps them so. The StableHLO interpreter alone turns NaN into +inf when
+    ``mantissa_bits`` is 0 (a format without mantissa bits has no NaN); tracer follows
+    the spec and XLA there (README, "Differences")."""
     return reduce_precision_p.bind(operand, exponent_bits=int(exponent_bits),
                                    mantissa_bits=int(mantissa_bits))
 

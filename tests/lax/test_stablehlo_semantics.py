@@ -238,3 +238,41 @@ def test_complex_cbrt_edges_grad_and_vmap(rng):
                                .reshape(2, 3), rtol=1e-13)
     check_grads(lax.cbrt, (w,), order=2)
     check_vmap(lax.cbrt, (w,))
+
+
+# ============================ reduce_precision with 0 mantissa bits ==========================
+
+# Quiet NaNs of both signs, signalling NaNs (payloads), -sNaN, +inf, 1.0 as bit patterns.
+_RP_NAN_BITS = {
+    np.float16: [0x7e00, 0xfe00, 0x7c01, 0x7d55, 0xfc01, 0x7c00, 0x3c00],
+    np.float32: [0x7fc00000, 0xffc00000, 0x7f800001, 0x7fa5a5a5, 0xff800001, 0x7f800000,
+                 0x3f800000],
+    np.float64: [0x7ff8000000000000, 0xfff8000000000000, 0x7ff0000000000001,
+                 0x7ff5a5a5a5a5a5a5, 0xfff0000000000001, 0x7ff0000000000000,
+                 0x3ff0000000000000],
+}
+# JAX 0.10.2 (XLA:CPU, eager and jit): every NaN comes back with its own bits, whatever
+# the format, mantissa_bits=0 included (the spec: "NaN values are retained"); 1.0 turns
+# into 0 in a format with 1 exponent bit (its largest finite value is below 1).
+_RP_NAN_JAX_ONE = {(1, 0): 0, (5, 0): 1, (8, 0): 1, (11, 0): 1, (2, 1): 1}
+
+
+@pytest.mark.parametrize("dt", [np.float16, np.float32, np.float64])
+def test_reduce_precision_keeps_nans_with_zero_mantissa_bits(dt):
+    u = np.dtype(f"u{np.dtype(dt).itemsize}")
+    bits = np.array(_RP_NAN_BITS[dt], u)
+    x = bits.view(dt)
+    for (e, m), one_kept in _RP_NAN_JAX_ONE.items():
+        want = bits.copy()
+        want[-1] = bits[-1] if one_kept else 0
+        f = lambda v: lax.reduce_precision(v, e, m)
+        np.testing.assert_array_equal(np.asarray(f(x)).view(u), want, err_msg=str((e, m)))
+        # compiled: a float16 operand is loaded through float32 (numba_backend.codegen),
+        # which quiets a signalling NaN, so only the quiet ones there
+        keep = [0, 1, 5, 6] if dt == np.float16 else slice(None)
+        got = np.asarray(tracer.jit(f)(x[keep])).view(u)
+        np.testing.assert_array_equal(got, want[keep], err_msg=f"jit {(e, m)}")
+    # vmap: the same bits per member
+    xs = np.stack([x, x[::-1]])
+    out = tracer.vmap(lambda v: lax.reduce_precision(v, 5, 0))(xs)
+    np.testing.assert_array_equal(np.asarray(out).view(u)[1], bits[::-1])
