@@ -276,3 +276,55 @@ def test_reduce_precision_keeps_nans_with_zero_mantissa_bits(dt):
     xs = np.stack([x, x[::-1]])
     out = tracer.vmap(lambda v: lax.reduce_precision(v, 5, 0))(xs)
     np.testing.assert_array_equal(np.asarray(out).view(u)[1], bits[::-1])
+
+
+# =============================== Conditional's branch index ================================
+
+def _cond_branches(middle):
+    closed = tracer.make_jaxpr(
+        lambda x: lax.switch(1, [lambda v: v, middle, lambda v: v * 3.0], x))(np.ones(3))
+    (eqn,) = [e for e in closed.jaxpr.eqns if e.primitive is lax.cond_p]
+    return eqn.params["branches"]
+
+
+@pytest.mark.parametrize("middle", ["compiled", "host_step"])
+def test_cond_primitive_runs_the_last_branch_out_of_range_under_jit(middle, rng):
+    """The spec's Conditional (and JAX's cond primitive, eager and jit: recorded from JAX
+    0.10.2): an index < 0 or >= N runs branch N-1. Compiled: in the generated driver, and
+    in the Python loop around the compiled bodies that a branch with a host step gets."""
+    import tracer.scipy.special as sp
+    mid = (lambda v: v * 2.0) if middle == "compiled" else (lambda v: sp.hyp1f1(1.0, 2.0, v))
+    branches = _cond_branches(mid)
+    x = rng.uniform(0.5, 1.5, 3)
+    f = lambda i, x: lax.cond_p.bind(i, x, branches=branches)[0]
+    jf = tracer.jit(f)
+    text = jf.lower(np.int32(0), x).as_text()
+    assert ("host step" in text) == (middle == "host_step")
+    mid_val = np.asarray(mid(x))
+    for i, want in [(-1, x * 3), (-(2 ** 31), x * 3), (0, x), (1, mid_val), (2, x * 3),
+                    (3, x * 3), (2 ** 31 - 1, x * 3)]:
+        idx = np.int32(i)
+        np.testing.assert_allclose(f(idx, x), want, rtol=1e-15, err_msg=str(i))
+        _assert_same_bits(jf(idx, x), f(idx, x), str(i))
+    # jvp and grad take the branch the primal takes
+    _, t = tracer.jvp(lambda x: f(np.int32(-5), x), (x,), (np.ones(3),))
+    np.testing.assert_array_equal(np.asarray(t), np.full(3, 3.0))
+    g = tracer.grad(lambda x: f(np.int32(9), x).sum())(x)
+    np.testing.assert_array_equal(np.asarray(g), np.full(3, 3.0))
+    # vmap over the index (both tiers): each member's out-of-range index runs the last one
+    idx = np.array([-3, 0, 1, 2, 9], np.int32)
+    want = np.stack([x * 3, x, mid_val, x * 3, x * 3])
+    for fn in (tracer.vmap(f, in_axes=(0, None)), tracer.jit(tracer.vmap(f, in_axes=(0, None)))):
+        np.testing.assert_allclose(fn(idx, x), want, rtol=1e-15)
+
+
+def test_switch_clamps_as_jax_while_the_primitive_runs_the_last_branch():
+    # jax.lax.switch clamps the index into [0, N-1] before binding its cond (JAX 0.10.2:
+    # switch(-1) runs branch 0); the StableHLO case it lowers to runs branch N-1 for -1.
+    branches = (lambda: 1.0, lambda: 2.0, lambda: 3.0)
+    for fn in (lax.switch, tracer.jit(lax.switch, static_argnums=1)):
+        assert [float(fn(i, branches)) for i in (-1, 0, 1, 2, 7)] == [1, 1, 2, 3, 3]
+    closed = tracer.make_jaxpr(lambda i: lax.switch(i, branches))(np.int32(0))
+    (eqn,) = [e for e in closed.jaxpr.eqns if e.primitive is lax.cond_p]
+    out = lax.cond_p.bind(np.int32(-1), branches=eqn.params["branches"])
+    assert float(out[0]) == 3.0
