@@ -328,3 +328,26 @@ def test_switch_clamps_as_jax_while_the_primitive_runs_the_last_branch():
     (eqn,) = [e for e in closed.jaxpr.eqns if e.primitive is lax.cond_p]
     out = lax.cond_p.bind(np.int32(-1), branches=eqn.params["branches"])
     assert float(out[0]) == 3.0
+
+
+# ================================ tracer.numpy stays jax.numpy ================================
+
+def test_numpy_functions_keep_jax_numpys_dtype_rules():
+    import tracer.numpy as tnp
+    z = np.array([1 + 2j, np.nan + 0j, 1 + 0j])
+    w = np.array([1 + 3j, 1 + 0j, np.nan + 0j])
+    # JAX 0.10.2: jax.numpy.maximum/minimum of complex are lax.max/min (lexicographic)
+    np.testing.assert_array_equal(tnp.maximum(z, w), [1 + 3j, 1 + 0j, np.nan + 0j])
+    np.testing.assert_array_equal(tnp.minimum(z, w), [1 + 2j, 1 + 0j, np.nan + 0j])
+    # ... while jax.numpy.cbrt and clip refuse complex input (so does numpy.cbrt)
+    with pytest.raises(TypeError, match=r"cbrt: complex input \(complex128\).*lax.cbrt"):
+        tnp.cbrt(z)
+    with pytest.raises(ValueError, match="clip: received a complex value"):
+        tnp.clip(z, 0, 1)
+    with pytest.raises(ValueError, match="clip: received a complex value"):
+        tnp.clip(np.ones(2), 0, 2j)
+    np.testing.assert_allclose(tnp.cbrt(np.array([-8.0, 27.0])), [-2.0, 3.0], rtol=1e-15)
+    # and bool addition is numpy's logical or, real/imag of floats numpy's
+    np.testing.assert_array_equal(tnp.add(np.array([True, False]), np.array([True, False])),
+                                  [True, False])
+    np.testing.assert_array_equal(tnp.imag(np.array([1.0, np.nan])), [0.0, 0.0])
