@@ -407,6 +407,11 @@ def switch(index, branches, *operands, operand=_NO_OPERAND):
     (``jax.lax.switch``; XLA 'Conditional' with branch computations, whose own rule for an
     out-of-range index, the last branch, is what the ``cond`` primitive implements).
 
+    So ``switch(-1, branches)`` runs ``branches[0]``, as in JAX, where the spec's
+    Conditional (StableHLO ``case``) given -1 runs the last branch: JAX too clamps in
+    ``switch`` and binds a cond primitive that runs the last branch. Binding
+    ``lax.cond_p`` directly gives the spec's rule (eager, jit, vmap and grad alike).
+
     ``index``: an integer scalar. ``branches``: a non-empty sequence of callables taking
     the same operands and returning identical pytrees of shapes and dtypes.
     Raises TypeError for a non-integer or non-scalar index and mismatched branch outputs,
@@ -501,6 +506,9 @@ def _cond_abstract_eval(index, *ops, branches):
 
 
 def _clamp_branch(i, n):
+    # the spec's Conditional: an index < 0 or >= N runs branch N-1, the default branch
+    # (not a clamp: -1 runs the last one); the compiled driver and the batching rule do
+    # the same
     return n - 1 if i < 0 or i >= n else i
 
 

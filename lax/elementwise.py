@@ -15,7 +15,7 @@ from tracer import dtypes
 from tracer.core import Array, Primitive, ShapedArray, get_aval
 from tracer.interpreters import ad, batching
 from tracer.interpreters.ad import Zero, defjvp, defjvp_zero, deflinear, defbilinear
-from lax.utils import (_any, _bool, _bool_or_int, _complex, _float, _inexact, _int, _num,
+from lax.utils import (_any, _bool, _bool_or_int, _float, _inexact, _int, _num,
                        _ordered, _signed_num, as_lax_value, check_dtype,
                        check_same_shapes_dtypes, np_errstate, promote_weak_scalars,
                        scalar_like, standard_naryop, standard_unop)
@@ -256,11 +256,29 @@ defjvp(rsqrt_p, lambda g, ans, x: safe_mul(g, mul(_const(ans, -0.5), div(ans, x)
 
 
 def cbrt(x):
-    """Element-wise real cube root. XLA 'Cbrt'. Floating dtypes only."""
+    """Element-wise cube root. XLA 'Cbrt'. Floating: the real cube root (``cbrt(-8.0)``
+    is -2). Complex: the principal cube root, as StableHLO's interpreter defines it,
+    ``|z|**(1/3) * (cos(t/3) + i sin(t/3))`` with ``t = atan2(z.imag, z.real)``
+    (``cbrt(-8+0j)`` is ``1+1.732j``), computed in float64 and rounded once; the formula
+    as it stands at the edges (``cbrt(inf+0j)`` is ``inf+nanj``: inf * sin(0)).
+    ``jax.lax.cbrt`` refuses complex operands."""
     return _bind_unary(cbrt_p, x)
 
 
-cbrt_p = standard_unop("cbrt", np.cbrt, _float)
+def _cbrt_impl(x):
+    if not dtypes.is_complex(x.dtype):
+        return np.cbrt(x)
+    z = x.astype(np.complex128)
+    # |z| by hypot, not (re**2 + im**2)**(1/6): the same value where the squares do not
+    # overflow or underflow (|z| > 1e154 or < 1e-154 in float64)
+    r = np.cbrt(np.hypot(z.real, z.imag))
+    t = np.arctan2(z.imag, z.real) / 3
+    out = np.empty(z.shape, np.complex128)
+    out.real, out.imag = r * np.cos(t), r * np.sin(t)
+    return out.astype(x.dtype)
+
+
+cbrt_p = standard_unop("cbrt", np_errstate(_cbrt_impl), _inexact)
 defjvp(cbrt_p, lambda g, ans, x: safe_mul(g, mul(_const(ans, 1 / 3), integer_pow(ans, -2))),
        with_ans=True)
 
@@ -359,21 +377,45 @@ defjvp_zero(clz_p)
 
 
 def real(x):
-    """Element-wise real part; complex64 -> float32, complex128 -> float64. XLA 'Real'."""
+    """Element-wise real part; complex64 -> float32, complex128 -> float64. XLA 'Real':
+    a floating operand is returned as it is (``jax.lax.real`` refuses floats)."""
     return _bind_unary(real_p, x)
 
 
-real_p = standard_unop("real", lambda x: np.real(x).copy(), _complex, result_dtype=_real_dtype)
-deflinear(real_p, lambda cts, x: [complex(cts[0], full_like(cts[0], 0))])
+def _operand_is_complex(x):
+    return dtypes.is_complex((x.aval if ad.is_undefined_primal(x) else get_aval(x)).dtype)
+
+
+def _real_transpose(cts, x):
+    # real of a complex x: the cotangent is ct + 0j; of a real x (the identity): ct
+    ct = cts[0]
+    return [complex(ct, full_like(ct, 0)) if _operand_is_complex(x) else ct]
+
+
+real_p = standard_unop("real", lambda x: np.real(x).copy(), _inexact, result_dtype=_real_dtype)
+deflinear(real_p, _real_transpose)
 
 
 def imag(x):
-    """Element-wise imaginary part; complex -> real dtype. XLA 'Imag'."""
+    """Element-wise imaginary part; complex -> real dtype. XLA 'Imag': a floating operand
+    gives zeros (+0.0, NaN and infinities included; ``jax.lax.imag`` refuses floats)."""
     return _bind_unary(imag_p, x)
 
 
-imag_p = standard_unop("imag", lambda x: np.imag(x).copy(), _complex, result_dtype=_real_dtype)
-deflinear(imag_p, lambda cts, x: [complex(full_like(cts[0], 0), neg(cts[0]))])
+def _imag_impl(x):
+    # np.imag of a real array is a read-only zero array of its dtype: a fresh copy
+    return np.imag(x).copy()
+
+
+def _imag_transpose(cts, x):
+    # imag of a complex x: the cotangent is 0 - ct*1j; of a real x (a constant zero): 0
+    ct = cts[0]
+    return [complex(full_like(ct, 0), neg(ct)) if _operand_is_complex(x)
+            else full_like(ct, 0)]
+
+
+imag_p = standard_unop("imag", _imag_impl, _inexact, result_dtype=_real_dtype)
+deflinear(imag_p, _imag_transpose)
 
 
 def conj(x):
@@ -472,11 +514,15 @@ def reciprocal(x):
 # ====================================== binary ========================================
 
 def add(x, y):
-    """Element-wise x + y (integers wrap). XLA 'Add'. Equal shapes and dtypes."""
+    """Element-wise x + y (integers wrap). XLA 'Add'. Equal shapes and dtypes.
+
+    Bool operands give the logical or, as StableHLO's ``add`` defines it on i1 (XLA
+    computes it so); ``jax.lax.add`` refuses bool (README, "Differences")."""
     return _bind_binary(add_p, x, y)
 
 
-add_p = standard_naryop("add", np_errstate(np.add), _num)
+# bool included: the spec's add on i1 is or (np.add on bools is exactly that)
+add_p = standard_naryop("add", np_errstate(np.add), _any)
 
 
 def _operand_aval(x):
@@ -534,7 +580,8 @@ ad.primitive_transposes[sub_p] = _sub_transpose
 
 
 def mul(x, y):
-    """Element-wise x * y. XLA 'Mul'."""
+    """Element-wise x * y. XLA 'Mul'. Bool operands give the logical and, as StableHLO's
+    ``multiply`` defines it on i1; ``jax.lax.mul`` refuses bool (README, "Differences")."""
     return _bind_binary(mul_p, x, y)
 
 
@@ -725,11 +772,27 @@ def max(x, y):
     """Element-wise maximum; NaN if either is NaN. XLA 'Max', bit for bit as XLA:CPU (and
     JAX): -0.0 < +0.0; a NaN ``x`` is returned as it is, a NaN ``y`` with the sign bits of
     x and y and-ed (``max(1.0, -nan) == +nan``, payload kept). A tie splits the gradient
-    0.5/0.5 (JAX)."""
+    0.5/0.5 (JAX). Bool: the logical or.
+
+    Complex: the lexicographic order of (real, imag) pairs (StableHLO ``maximum``; JAX
+    and XLA:CPU): ``x`` where ``x.real > y.real``, or where the real parts are equal
+    (``-0.0 == +0.0``) and ``x.imag > y.imag``; else ``y``, bits unchanged. A NaN makes
+    its comparison false, so ``y`` is chosen: ``max(nan+0j, 1+0j)`` is ``1+0j`` but
+    ``max(1+0j, nan+0j)`` is ``nan+0j`` (no NaN propagation, unlike real max)."""
     return _bind_binary(max_p, x, y)
 
 
+def _complex_pick(x, y, cmp):
+    # StableHLO's (and XLA:CPU's) complex max/min: x where cmp holds lexicographically on
+    # (real, imag), else y; np.where keeps both operands' bits (NaN payloads included)
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    pick = np.where(x.real == y.real, cmp(x.imag, y.imag), cmp(x.real, y.real))
+    return np.where(pick, x, y)
+
+
 def _max_impl(x, y):
+    if dtypes.is_complex(np.result_type(x)):
+        return _complex_pick(x, y, np.greater)
     out = np.maximum(x, y)
     if not dtypes.is_floating(out.dtype):
         return out
@@ -746,6 +809,8 @@ def _max_impl(x, y):
 
 
 def _min_impl(x, y):
+    if dtypes.is_complex(np.result_type(x)):
+        return _complex_pick(x, y, np.less)
     out = np.minimum(x, y)
     if not dtypes.is_floating(out.dtype):
         return out
@@ -775,28 +840,46 @@ def _nan_x_first(x, out):
     return np.where(nan, x, out) if nan.any() else out
 
 
-max_p = standard_naryop("max", np_errstate(_max_impl), _ordered)
+# every dtype: complex ones ordered lexicographically (the spec's maximum/minimum)
+max_p = standard_naryop("max", np_errstate(_max_impl), _any)
 defjvp(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
        lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)), with_ans=True)
 
 
 def min(x, y):
     """Element-wise minimum; NaN if either is NaN. XLA 'Min': as ``max`` with -0.0 the
-    smaller zero and the sign bits or-ed (``min(-1.0, +nan) == -nan``)."""
+    smaller zero and the sign bits or-ed (``min(-1.0, +nan) == -nan``). Bool: the
+    logical and. Complex: as ``max`` with ``<`` (``x`` where it is lexicographically
+    smaller, else ``y``; ``min(1+0j, nan+0j)`` is ``nan+0j``)."""
     return _bind_binary(min_p, x, y)
 
 
-min_p = standard_naryop("min", np_errstate(_min_impl), _ordered)
+min_p = standard_naryop("min", np_errstate(_min_impl), _any)
 defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
        lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)), with_ans=True)
 
 
 def atan2(x, y):
-    """Element-wise atan(x / y) with the quadrant of (y, x). XLA 'Atan2'. Floats only."""
+    """Element-wise atan(x / y) with the quadrant of (y, x). XLA 'Atan2'.
+
+    Complex operands: StableHLO's (and XLA's) definition
+    ``atan2(x, y) = -i * log((y + i*x) / sqrt(y*y + x*x))``, evaluated in the operands'
+    dtype with NumPy's complex log and sqrt (JAX's values to rounding on regular
+    values; at zeros on a branch cut the sign of a zero part may differ from JAX's)."""
     return _bind_binary(atan2_p, x, y)
 
 
-atan2_p = standard_naryop("atan2", np_errstate(np.arctan2), _float)
+def _atan2_impl(x, y):
+    if not dtypes.is_complex(np.result_type(x)):
+        return np.arctan2(x, y)
+    # the spec's formula step by step in the operands' complex dtype (as XLA evaluates
+    # it): i * x is a complex product, so an infinite part makes NaNs as it does there
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    i = x.dtype.type(1j)
+    return (-i) * np.log((y + i * x) / np.sqrt(y * y + x * x))
+
+
+atan2_p = standard_naryop("atan2", np_errstate(_atan2_impl), _inexact)
 defjvp(atan2_p, lambda g, x, y: safe_mul(g, div(y, add(mul(x, x), mul(y, y)))),
        lambda g, x, y: safe_mul(g, div(neg(x), add(mul(x, x), mul(y, y)))))
 
@@ -1327,7 +1410,13 @@ batching.primitive_batchers[bitcast_convert_type_p] = _bitcast_batch
 
 def reduce_precision(operand, exponent_bits: int, mantissa_bits: int):
     """Round floats to a format with the given exponent and mantissa bits and back
-    (XLA 'ReducePrecision'): round-to-nearest-even, overflow to ±inf, NaN kept."""
+    (XLA 'ReducePrecision'): round-to-nearest-even, overflow to ±inf, NaN kept.
+
+    A NaN operand is returned as it is, bits and sign, for every format, with
+    ``mantissa_bits=0`` too: the spec says "NaN values are retained" and XLA:CPU (JAX)
+    keeps them so. The StableHLO interpreter alone turns NaN into +inf when
+    ``mantissa_bits`` is 0 (a format without mantissa bits has no NaN); tracer follows
+    the spec and XLA there (README, "Differences")."""
     return reduce_precision_p.bind(operand, exponent_bits=int(exponent_bits),
                                    mantissa_bits=int(mantissa_bits))
 

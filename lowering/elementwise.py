@@ -47,10 +47,31 @@ for _p, _name in [(ew.add_p, "add"), (ad.add_any_p, "add"), (ew.sub_p, "sub"),
     scalar_exprs[_p] = _binop(_name)
 
 
-# max/min/rem/pow of complex numbers: NumPy's definitions (lexicographic order, its own
-# complex pow) are not Numba's
-for _p in (ew.max_p, ew.min_p, ew.rem_p, ew.pow_p):
+# rem/pow of complex numbers: NumPy's definitions (its own complex pow) are not Numba's
+for _p in (ew.rem_p, ew.pow_p):
     limit("scalar", _p, _not_complex("complex"))
+
+
+def _minmax(name):
+    cmp = "gt" if name == "max" else "lt"
+
+    def rule(ctx, x, y):
+        dt = _dt(x)
+        if dt.kind != "c":
+            return ctx.op(name, x, y)
+        # complex: the impl's lexicographic choice (lax.elementwise._complex_pick), x where
+        # cmp holds on the real parts, or on the imaginary parts where the real parts are
+        # equal, else y; a select, so both operands' bits pass unchanged
+        rdt = np.finfo(dt).dtype      # the real dtype of the complex one
+        xr, yr = (ctx.call("scalar.real", v, dtype=rdt) for v in (x, y))
+        xi, yi = (ctx.call("scalar.imag", v, dtype=rdt) for v in (x, y))
+        pick = ctx.select(ctx.op("eq", xr, yr), ctx.op(cmp, xi, yi), ctx.op(cmp, xr, yr))
+        return ctx.select(pick, x, y)
+    return rule
+
+
+scalar_exprs[ew.max_p] = _minmax("max")
+scalar_exprs[ew.min_p] = _minmax("min")
 
 
 def _rem(ctx, x, y):
@@ -170,6 +191,8 @@ def _atan2(ctx, x, y):
 
 
 scalar_exprs[ew.atan2_p] = _atan2
+# complex atan2 is made of complex log and sqrt: NumPy's routines, as those (above)
+limit("scalar", ew.atan2_p, _not_complex("complex atan2"))
 
 
 def _round(ctx, x, *, rounding_method):
@@ -252,10 +275,14 @@ scalar_exprs[ew.clz_p] = _clz
 
 
 def _real(ctx, x):
+    if _dt(x).kind != "c":
+        return x            # XLA 'Real' of a floating operand: the operand itself
     return ctx.call("scalar.real", x, dtype=ctx.out_avals[0].dtype)
 
 
 def _imag(ctx, x):
+    if _dt(x).kind != "c":
+        return ctx.const(0, _dt(x))     # XLA 'Imag' of a floating operand: +0.0
     return ctx.call("scalar.imag", x, dtype=ctx.out_avals[0].dtype)
 
 

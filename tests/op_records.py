@@ -22,6 +22,7 @@ import builtins
 import dataclasses
 import decimal
 import itertools
+import math
 import os
 import zlib
 from typing import Any, Callable
@@ -353,8 +354,46 @@ def _ref_sign(x):
     return np.where(x > 0, 1, np.where(x < 0, -1, x)).astype(dt)
 
 
+def _ref_cbrt(x):
+    if x.dtype.kind != "c":
+        return _hpfn(np.cbrt)(x)
+
+    def principal(v, dtype):
+        # StableHLO's complex cbrt: |z|**(1/3) * (cos(t/3) + i sin(t/3)), t = arg z, in
+        # Python's float64 math (inf * sin(0) is NaN there too)
+        r = math.hypot(v.real, v.imag) ** (1 / 3)
+        t = math.atan2(v.imag, v.real) / 3
+        return builtins.complex(r * math.cos(t), r * math.sin(t))
+    return _pyelementwise(principal)(x)
+
+
+def _ref_atan2(x, y):
+    if x.dtype.kind != "c":
+        return _hpfn(np.arctan2)(x, y)
+    # StableHLO's complex atan2(x, y) = -i log((y + i x) / sqrt(y^2 + x^2)), in complex128
+    return _hpfn(lambda a, b: -1j * np.log((b + 1j * a) / np.sqrt(b * b + a * a)))(x, y)
+
+
+def _ref_complex_pick(x, y, greater):
+    """StableHLO's complex maximum (``greater``) / minimum, element by element through
+    Python floats: x if its (real, imag) pair is lexicographically above (below) y's, the
+    real parts deciding unless they compare equal; else y (so a NaN part picks y)."""
+    out = np.empty(x.shape, x.dtype)
+    for i in np.ndindex(*x.shape):
+        a, b = x[i], y[i]
+        ar, ai, br, bi = float(a.real), float(a.imag), float(b.real), float(b.imag)
+        if greater:
+            pick = ai > bi if ar == br else ar > br
+        else:
+            pick = ai < bi if ar == br else ar < br
+        out[i] = a if pick else b
+    return out
+
+
 def _ref_max(x, y):
     x, y = _bcast(x, y)
+    if x.dtype.kind == "c":
+        return _ref_complex_pick(x, y, True)
     if x.dtype.kind == "f":
         # +0.0 is above -0.0; NaN in either gives NaN.
         with np.errstate(invalid="ignore"):
@@ -367,6 +406,8 @@ def _ref_max(x, y):
 
 def _ref_min(x, y):
     x, y = _bcast(x, y)
+    if x.dtype.kind == "c":
+        return _ref_complex_pick(x, y, False)
     if x.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
             both0 = (x == 0) & (y == 0)
@@ -680,7 +721,8 @@ R += [
          grad_dtypes=_INEX_GRAD),
     unop("rsqrt", lax.rsqrt, ew.rsqrt_p, INEXACT, _hpfn(lambda x: 1 / np.sqrt(x)),
          rng=rand_positive(), grad=2, grad_dtypes=_INEX_GRAD),
-    unop("cbrt", lax.cbrt, ew.cbrt_p, FLOAT, _hpfn(np.cbrt), rng=rand_nonzero(), grad=2),
+    unop("cbrt", lax.cbrt, ew.cbrt_p, INEXACT, _ref_cbrt, rng=rand_nonzero(), grad=2,
+         grad_dtypes=(f64, c128)),
     unop("erf", lax.erf, ew.erf_p, FLOAT, _hpfn(sps.erf), grad=2),
     unop("abs", lax.abs, ew.abs_p, SINT + INEXACT,
          lambda x: np.abs(x.astype(_hp(x.dtype))).astype(_real_of(x.dtype))
@@ -691,10 +733,12 @@ R += [
     unop("population_count", lax.population_count, ew.population_count_p, INT,
          _pyelementwise(_ref_popcount), rng=rand_full_int()),
     unop("clz", lax.clz, ew.clz_p, INT, _pyelementwise(_ref_clz), rng=rand_full_int()),
-    unop("real", lax.real, ew.real_p, COMPLEX, lambda x: np.real(x).copy(), grad=2,
-         grad_dtypes=(c128,), linear=((0,),)),
-    unop("imag", lax.imag, ew.imag_p, COMPLEX, lambda x: np.imag(x).copy(), grad=2,
-         grad_dtypes=(c128,), linear=((0,),)),
+    # XLA 'Real'/'Imag' of a floating operand: the operand itself / zeros
+    unop("real", lax.real, ew.real_p, INEXACT, lambda x: x.copy() if x.dtype.kind == "f"
+         else np.real(x).copy(), grad=2, grad_dtypes=(f64, c128), linear=((0,),)),
+    unop("imag", lax.imag, ew.imag_p, INEXACT, lambda x: np.zeros_like(x)
+         if x.dtype.kind == "f" else np.imag(x).copy(), grad=2, grad_dtypes=(f64, c128),
+         linear=((0,),)),
     unop("conj", lax.conj, ew.conj_p, FLOAT + COMPLEX,
          lambda x: x.astype(_complex_of(x.dtype)) if x.dtype.kind == "f" else np.conj(x),
          grad=2, grad_dtypes=(f64, c128), linear=((0,),)),
@@ -716,8 +760,10 @@ for _y in (0, 1, 2, 3, 5, -2):
 
 # ---------------------------------- binary element-wise ---------------------------------
 R += [
-    binop("add", lax.add, ew.add_p, NUM,
-          lambda x, y: np.add(x, y) if _is_int(x.dtype) else _hpfn(np.add)(x, y),
+    # bool: StableHLO's add on i1 is the logical or
+    binop("add", lax.add, ew.add_p, ALL,
+          lambda x, y: (x | y) if x.dtype == bool_ else np.add(x, y)
+          if _is_int(x.dtype) else _hpfn(np.add)(x, y),
           grad=2, grad_dtypes=_INEX_GRAD, linear=((0, 1),)),
     binop("sub", lax.sub, ew.sub_p, NUM,
           lambda x, y: np.subtract(x, y) if _is_int(x.dtype) else _hpfn(np.subtract)(x, y),
@@ -734,10 +780,12 @@ R += [
     binop("pow", lax.pow, ew.pow_p, INEXACT + INT, _ref_pow,
           rng=(rand_positive(), rand_uniform(-2, 2)), grad=2, grad_dtypes=_INEX_GRAD,
           tol={f16: 1e-2, c64: 1e-5}),
-    binop("max", lax.max, ew.max_p, ORDERED, _ref_max, rng=rand_distinct(), grad=2),
-    binop("min", lax.min, ew.min_p, ORDERED, _ref_min, rng=rand_distinct(), grad=2),
-    binop("atan2", lax.atan2, ew.atan2_p, FLOAT, _hpfn(np.arctan2), grad=2,
-          grad_rng=rand_nonzero()),
+    binop("max", lax.max, ew.max_p, ORDERED + COMPLEX, _ref_max, rng=rand_distinct(),
+          grad=2, grad_dtypes=(f64, c128)),
+    binop("min", lax.min, ew.min_p, ORDERED + COMPLEX, _ref_min, rng=rand_distinct(),
+          grad=2, grad_dtypes=(f64, c128)),
+    binop("atan2", lax.atan2, ew.atan2_p, INEXACT, _ref_atan2, grad=2,
+          grad_dtypes=(f64, c128), grad_rng=rand_nonzero()),
     binop("and", lax.bitwise_and, ew.and_p, BOOL + INT, lambda x, y: x & y,
           rng=rand_full_int()),
     binop("or", lax.bitwise_or, ew.or_p, BOOL + INT, lambda x, y: x | y,

@@ -283,6 +283,13 @@ def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):
     if max is None:
         max = a_max
     out = as_operand(arr)
+    for v in (out, min, max):
+        # lax.max/min order complex numbers lexicographically; jax.numpy.clip refuses them
+        if v is not None and np.dtype(_clip_dtype(v)).kind == "c":
+            raise ValueError("clip: received a complex value (through the input or the "
+                             "min/max bounds); complex values have no ordering and cannot "
+                             "be clipped (as in jax.numpy.clip): clip the real part, or "
+                             "use lax.max/lax.min for their lexicographic order")
     # the bounds first, as jax.numpy.clip: with lax.max/min's rules this order fixes the
     # sign of a NaN (and -0.0 vs +0.0) that JAX returns
     if min is not None:
@@ -290,6 +297,10 @@ def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):
     if max is not None:
         out = minimum(max, out)
     return out
+
+
+def _clip_dtype(v):
+    return get_aval(v).dtype if hasattr(v, "aval") else np.asarray(v).dtype
 
 
 def _dot_dtype_args(a, b, fname):

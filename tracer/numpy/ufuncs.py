@@ -375,7 +375,19 @@ def expm1(x, /):
 log = _unary(lax_ew.log, True, "log")
 log1p = _unary(lax_ew.log1p, True, "log1p")
 sqrt = _unary(lax_ew.sqrt, True, "sqrt")
-cbrt = _unary(lax_ew.cbrt, True, "cbrt")
+_cbrt_any = _unary(lax_ew.cbrt, True, "cbrt")
+
+
+def cbrt(x, /):
+    """Element-wise real cube root (``numpy.cbrt``, lax.cbrt). Like NumPy's and
+    jax.numpy's, it refuses complex input (``lax.cbrt`` gives the principal complex
+    cube root, the spec's)."""
+    out_dt = _dt(x) if isinstance(x, (Array, Tracer)) else np.asarray(x).dtype
+    if np.dtype(out_dt).kind == "c":
+        raise TypeError(f"cbrt: complex input ({np.dtype(out_dt).name}) is not supported, "
+                        "as in numpy.cbrt and jax.numpy.cbrt; lax.cbrt gives the principal "
+                        "complex cube root")
+    return _cbrt_any(x)
 sin = _unary(lax_ew.sin, True, "sin")
 cos = _unary(lax_ew.cos, True, "cos")
 tan = _unary(lax_ew.tan, True, "tan")
