@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from tracer import dtypes
+from tracer import core, dtypes
 from tracer.core import Array, Primitive, ShapedArray, Tracer, get_aval, to_numpy
 from tracer.interpreters import batching
 
@@ -99,6 +99,40 @@ def _weak_scalar(fname, a, dt):
             _weak_scalars.clear()
         _weak_scalars[key] = out
     return out
+
+
+def eager_binary(p: Primitive, fname: str, x, y):
+    """``p.bind(*promote_weak_scalars(fname, x, y))`` for the eager hot path, or None where
+    it does not apply (the caller then takes the general path, with the same result).
+
+    It applies to a concrete Array of a float or complex dtype with a Python float or int
+    (``x * 2.0``; such a scalar takes the array's dtype, weakly), or two concrete Arrays
+    of one aval (``x + y``), with no transformation active: then nothing needs promoting,
+    broadcasting or a trace, and the primitive's impl runs at once (``core.eval_primitive``:
+    the memoised abstract eval, the impl and the result's aval)."""
+    if core._dynamic_trace.level:
+        return None
+    tx, ty = type(x), type(y)
+    if tx is Array:
+        if ty is Array:
+            ax, ay = x._aval or x.aval, y._aval or y.aval
+            if ax != ay or ax.dtype.kind not in "fciu":
+                return None
+        elif ty is float or (ty is int and -2 ** 63 <= y < 2 ** 63):
+            dt = (x._aval or x.aval).dtype
+            if dt.kind not in "fc":
+                return None
+            y = _weak_scalar(fname, y, dt)
+        else:
+            return None
+    elif ty is Array and (tx is float or (tx is int and -2 ** 63 <= x < 2 ** 63)):
+        dt = (y._aval or y.aval).dtype
+        if dt.kind not in "fc":
+            return None
+        x = _weak_scalar(fname, x, dt)
+    else:
+        return None
+    return core.eval_primitive(p, (x, y), {})[0]
 
 
 def promote_weak_scalars(fname: str, *args):

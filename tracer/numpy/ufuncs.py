@@ -15,6 +15,7 @@ import lax
 from lax import elementwise as lax_ew
 from tracer import dtypes
 from tracer.core import Array, Tracer, get_aval
+from lax.utils import eager_binary
 from tracer.numpy.util import (as_operand, check_arraylike, promote_args,
                                promote_args_inexact, promote_dtypes, promote_dtypes_inexact)
 
@@ -52,8 +53,12 @@ def _float_and_scalar(x1, x2) -> bool:
     return a.aval.dtype.kind in "fc"
 
 
-def _binary(lax_fn, inexact=False, name=None, scalar_fast=False):
+def _binary(lax_fn, inexact=False, name=None, scalar_fast=False, prim=None):
     def f(x1, x2, /):
+        if prim is not None:
+            out = eager_binary(prim, name, x1, x2)
+            if out is not None:
+                return out
         if scalar_fast and _float_and_scalar(x1, x2):
             return lax_fn(x1, x2)
         args = promote_args_inexact(name, x1, x2) if inexact else promote_args(name, x1, x2)
@@ -69,17 +74,17 @@ def _add_or(x, y):
 
 
 _add_or.__name__ = "add"
-add = _binary(_add_or, name="add", scalar_fast=True)
-subtract = _binary(lax_ew.sub, name="subtract", scalar_fast=True)
-multiply = _binary(lax_ew.mul, name="multiply", scalar_fast=True)
-maximum = _binary(lax_ew.max, name="maximum", scalar_fast=True)
-minimum = _binary(lax_ew.min, name="minimum", scalar_fast=True)
-equal = _binary(lax_ew.eq, name="equal", scalar_fast=True)
-not_equal = _binary(lax_ew.ne, name="not_equal", scalar_fast=True)
-less = _binary(lax_ew.lt, name="less", scalar_fast=True)
-less_equal = _binary(lax_ew.le, name="less_equal", scalar_fast=True)
-greater = _binary(lax_ew.gt, name="greater", scalar_fast=True)
-greater_equal = _binary(lax_ew.ge, name="greater_equal", scalar_fast=True)
+add = _binary(_add_or, name="add", scalar_fast=True, prim=lax_ew.add_p)
+subtract = _binary(lax_ew.sub, name="subtract", scalar_fast=True, prim=lax_ew.sub_p)
+multiply = _binary(lax_ew.mul, name="multiply", scalar_fast=True, prim=lax_ew.mul_p)
+maximum = _binary(lax_ew.max, name="maximum", scalar_fast=True, prim=lax_ew.max_p)
+minimum = _binary(lax_ew.min, name="minimum", scalar_fast=True, prim=lax_ew.min_p)
+equal = _binary(lax_ew.eq, name="equal", scalar_fast=True, prim=lax_ew.eq_p)
+not_equal = _binary(lax_ew.ne, name="not_equal", scalar_fast=True, prim=lax_ew.ne_p)
+less = _binary(lax_ew.lt, name="less", scalar_fast=True, prim=lax_ew.lt_p)
+less_equal = _binary(lax_ew.le, name="less_equal", scalar_fast=True, prim=lax_ew.le_p)
+greater = _binary(lax_ew.gt, name="greater", scalar_fast=True, prim=lax_ew.gt_p)
+greater_equal = _binary(lax_ew.ge, name="greater_equal", scalar_fast=True, prim=lax_ew.ge_p)
 arctan2 = _binary(lax_ew.atan2, inexact=True, name="arctan2")
 atan2 = arctan2
 

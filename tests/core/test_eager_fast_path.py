@@ -1,0 +1,117 @@
+"""The eager fast path of binary ufuncs (``lax.utils.eager_binary``) gives what the general
+path gives -- values bit for bit, dtype, weak type and errors -- and stays out of the way of
+every transformation."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import tracer
+import tracer.numpy as jnp
+from lax import elementwise as lax_ew
+from tracer.numpy import ufuncs
+
+_FAST = {
+    "add": ufuncs._add_or, "subtract": lax_ew.sub, "multiply": lax_ew.mul,
+    "maximum": lax_ew.max, "minimum": lax_ew.min, "equal": lax_ew.eq,
+    "not_equal": lax_ew.ne, "less": lax_ew.lt, "less_equal": lax_ew.le,
+    "greater": lax_ew.gt, "greater_equal": lax_ew.ge,
+}
+# the general path: the same ufunc without its primitive (what every call took before)
+_GENERAL = {n: ufuncs._binary(fn, name=n, scalar_fast=True) for n, fn in _FAST.items()}
+
+_VALUES = [0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, np.nan, 65504.0, 1e-8]
+_SCALARS = [0.0, -0.0, 2.0, -1.5, math.inf, -math.inf, math.nan, 1e40, 3, -7, 0, 2 ** 40]
+
+
+def _arrays():
+    for dt in ("float16", "float32", "float64", "complex64", "complex128"):
+        vals = np.array(_VALUES, dt)
+        if dt.startswith("complex"):
+            vals = vals.copy()
+            vals.imag = np.array(_VALUES[::-1], vals.real.dtype)
+        yield jnp.asarray(vals)
+        yield jnp.asarray(vals[:1].reshape(()))
+        yield jnp.asarray(vals[:0])
+    yield jnp.asarray(np.array([0, 1, -3, 7], np.int32))
+    yield jnp.asarray(np.array([0, 255, 3], np.uint8))
+    yield jnp.asarray(np.array([True, False]))
+    yield jnp.asarray(2.5)            # weakly typed
+    yield jnp.asarray(np.float32(2.5))
+
+
+def _same(a, b):
+    assert type(a) is type(b)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert a.aval.weak_type == b.aval.weak_type
+    av, bv = np.asarray(a), np.asarray(b)
+    if av.dtype.kind in "fc":
+        u = {2: np.uint16, 4: np.uint32, 8: np.uint64}[np.finfo(av.dtype).bits // 8]
+        np.testing.assert_array_equal(av.reshape(-1).view(u), bv.reshape(-1).view(u))
+    else:
+        np.testing.assert_array_equal(av, bv)
+
+
+def _outcome(f, *args):
+    try:
+        return f(*args), None
+    except Exception as e:   # the same error, or the same result
+        return None, (type(e), str(e))
+
+
+@pytest.mark.parametrize("name", sorted(_FAST))
+def test_array_and_python_scalar_as_the_general_path(name):
+    fast, general = getattr(jnp, name), _GENERAL[name]
+    for x, s in itertools.product(list(_arrays()), _SCALARS):
+        for args in ((x, s), (s, x)):
+            got, err = _outcome(fast, *args)
+            want, want_err = _outcome(general, *args)
+            assert err == want_err, (name, args)
+            if got is not None:
+                _same(got, want)
+
+
+@pytest.mark.parametrize("name", sorted(_FAST))
+def test_two_arrays_as_the_general_path(name):
+    fast, general = getattr(jnp, name), _GENERAL[name]
+    arrays = list(_arrays())
+    for x in arrays:
+        for y in (x, jnp.asarray(np.flip(np.asarray(x)).copy()), jnp.asarray(np.asarray(x))):
+            got, err = _outcome(fast, x, y)
+            want, want_err = _outcome(general, x, y)
+            assert err == want_err, (name, x, y)
+            if got is not None:
+                _same(got, want)
+
+
+def test_operators_take_it_and_keep_their_semantics():
+    x = jnp.asarray(np.array([1.0, -0.0, np.nan], np.float32))
+    y = x * 1.0001
+    assert y.dtype == np.float32 and not y.aval.weak_type
+    np.testing.assert_array_equal(np.asarray(y), np.array([1.0, -0.0, np.nan], np.float32)
+                                  * np.float32(1.0001))
+    assert np.signbit(np.asarray(x + -0.0))[1]          # -0.0 + -0.0 is -0.0
+    assert (2.0 - x).dtype == np.float32
+    with pytest.raises(TypeError, match="integer array"):
+        lax_ew.add(jnp.asarray(np.int32(3)), 1.5)
+
+
+def test_staged_not_evaluated_under_tracing():
+    """Under make_jaxpr (and jit) an op on concrete Arrays is staged out, as in JAX: the
+    fast path must not evaluate it eagerly."""
+    c = jnp.asarray(np.arange(3.0, dtype=np.float32))
+    jaxpr = tracer.make_jaxpr(lambda y: c * 2.0 + y)(np.ones(3, np.float32))
+    prims = [e.primitive.name for e in jaxpr.jaxpr.eqns]
+    assert "mul" in prims and "add" in prims
+    f = tracer.jit(lambda y: (c * 2.0) + (c + c) + y)
+    np.testing.assert_array_equal(np.asarray(f(np.ones(3, np.float32))),
+                                  np.arange(3.0, dtype=np.float32) * 4 + 1)
+
+
+def test_transformations_see_tracers_not_the_fast_path():
+    f = lambda x: jnp.sum(x * 3.0 + x * x)
+    x = np.array([1.0, -2.0, 0.5])
+    np.testing.assert_allclose(np.asarray(tracer.grad(f)(x)), 3.0 + 2 * x)
+    np.testing.assert_allclose(np.asarray(tracer.vmap(tracer.grad(f))(np.stack([x, 2 * x]))),
+                               np.stack([3.0 + 2 * x, 3.0 + 4 * x]))
