@@ -1,0 +1,191 @@
+"""Multi-process pmap over MPI (tracer.distributed, lax/mpi.py): pytest launches
+``mpiexec -n 2`` and ``-n 4`` (oversubscribed on CI's 2 cores: mpich's default) on the
+worker scripts of tests/mpi_workers/, each launch with a timeout.
+
+- every collective over a pmap axis spanning the processes, and its gradient, equals the
+  single-process ``vmap(axis_name=...)`` over the stacked blocks (bit for bit for
+  integers, rtol 1e-5 / 1e-12 for float32 / float64 sums; workers/collectives.py);
+- under jit, loops holding collectives stay compiled (workers/compiled.py);
+- a process that raises, exits or is killed ends the job, non-zero, within bounded time
+  (workers/faults.py).
+
+mpiexec comes with the ``mpi`` / ``test`` extras (the mpich wheel). Without it these
+tests fail, naming the fix: they are never skipped.
+"""
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import tracer
+from tracer import lax
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+WORKERS = ROOT / "tests" / "mpi_workers"
+LAUNCH_TIMEOUT_S = 180      # per mpiexec launch; a hang fails the test instead of CI
+
+
+def mpiexec() -> list:
+    """The launcher command: the environment's own mpiexec first (the mpich wheel puts it
+    beside the interpreter), then PATH."""
+    here = pathlib.Path(sys.executable).parent / "mpiexec"
+    exe = str(here) if here.exists() else shutil.which("mpiexec")
+    if exe is None:
+        pytest.fail("mpiexec is not installed: the multi-process pmap tests need it. Install "
+                    "the test extra (pip install -e '.[test]'), or at least the mpi extra "
+                    "(pip install -e '.[mpi]': mpi4py and the mpich wheel, which provides "
+                    "mpiexec)", pytrace=False)
+    cmd = [exe]
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30)
+    if "Open MPI" in version.stdout + version.stderr:
+        cmd.append("--oversubscribe")     # mpich oversubscribes by default
+    return cmd
+
+
+def launch(n, script, *args, timeout=LAUNCH_TIMEOUT_S, **env):
+    """Run ``mpiexec -n n python script args`` in its own process group; returns
+    (returncode, stdout + stderr, seconds). A launch past ``timeout`` is killed, group and
+    all, and fails the test."""
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith(("PMI_", "OMPI_", "PMIX_", "MPI_LOCALNRANKS"))}
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    full_env.setdefault("TRACER_JIT_COMPILE", "none")
+    full_env.update({k: str(v) for k, v in env.items()})
+    cmd = mpiexec() + ["-n", str(n), sys.executable, str(WORKERS / script), *map(str, args)]
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=full_env, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"mpiexec -n {n} {script} {args} did not finish within {timeout} s:\n"
+                    f"{out[-4000:]}")
+    return proc.returncode, out, time.monotonic() - start
+
+
+def passed_cases(outdir, n):
+    lists = []
+    for r in range(n):
+        path = outdir / f"rank{r}.txt"
+        assert path.exists(), f"rank {r} wrote no results"
+        lists.append(path.read_text().split("\n")[:-1])
+    assert all(lst == lists[0] for lst in lists), "the processes passed different cases"
+    return lists[0]
+
+
+# every case of workers/collectives.py, which must all pass on every process
+COLLECTIVE_CASES = {
+    "psum f32[0]", "psum f64[0]", "psum i32[0]", "psum pytree[0]", "psum pytree[1]",
+    "psum unmapped[0]", "pmean f32[0]", "pmean i32[0]", "pmax f32 nan[0]", "pmin i32[0]",
+    "pmax i32[0]", "normalize[0]", "axis_index[0]", "all_gather[0]", "all_gather axis=2[0]",
+    "all_gather tiled[0]", "psum_scatter[0]", "psum_scatter tiled[0]", "all_to_all[0]",
+    "all_to_all 0->0[0]", "all_to_all tiled[0]", "ppermute shift[0]", "ppermute partial[0]",
+    "pbroadcast[0]", "pshuffle[0]", "vmap inside[0]", "vmap inside, named[0]",
+    "vmap outside", "pmap of jit[0]", "jit of pmap", "mismatch", "mismatch dtype",
+    "block size", "after errors[0]",
+} | {f"{kind} {name}" for kind in ("grad", "pmap(grad)")
+     for name in ("psum", "pmean", "all_gather", "psum_scatter", "all_to_all", "ppermute",
+                  "pbroadcast", "axis_index")}
+
+
+@pytest.mark.parametrize("n,local", [(2, 2), (4, 1)], ids=["2procs-2devices", "4procs"])
+def test_collectives_and_grads_match_vmap(n, local, tmp_path):
+    rc, out, secs = launch(n, "collectives.py", tmp_path, TRACER_NUM_CPU_DEVICES=local)
+    assert rc == 0, out[-6000:]
+    cases = passed_cases(tmp_path, n)
+    assert set(cases) == COLLECTIVE_CASES and len(cases) == len(COLLECTIVE_CASES), (
+        sorted(set(cases) ^ COLLECTIVE_CASES))
+
+
+def test_loops_holding_collectives_stay_compiled(tmp_path):
+    rc, out, _ = launch(2, "compiled.py", tmp_path, TRACER_JIT_COMPILE="sync",
+                        TRACER_STRICT_LOWERING=1)
+    assert rc == 0, out[-6000:]
+    assert passed_cases(tmp_path, 2) == [
+        "jit scan psum carry", "jit scan pmax ys", "jit fori ppermute", "compiled drivers",
+        "pmap of jit"]
+
+
+@pytest.mark.parametrize("how,n", [("raise", 2), ("raise", 4), ("exit", 2), ("kill", 2),
+                                   ("sysexit", 2)])
+def test_a_failing_process_ends_the_job(how, n):
+    # sysexit: process 1 exits cleanly while the others wait in a psum; they give up
+    # after TRACER_MPI_TIMEOUT seconds
+    rc, out, secs = launch(n, "faults.py", how, timeout=90, TRACER_MPI_TIMEOUT=5)
+    assert rc != 0, out
+    assert "UNREACHABLE" not in out
+    assert secs < 60, (secs, out)
+    if how == "raise":
+        assert f"tracer.distributed: process 1 of {n} raised RuntimeError: boom" in out, out
+    if how == "sysexit":
+        assert "waited" in out and "TRACER_MPI_TIMEOUT" in out, out
+
+
+# ------------------------------------ one process ---------------------------------------
+
+def test_one_process_pmap_is_vmap_over_the_local_devices():
+    # without an MPI launcher: one process, one device (JAX's pmap on one CPU device
+    # gives psum(x) == x for a block of one)
+    assert tracer.process_count() == 1 and tracer.process_index() == 0
+    assert tracer.local_devices() == tracer.devices() and len(tracer.devices()) == 1
+    x = np.arange(6.0).reshape(1, 2, 3)
+    f = tracer.pmap(lambda v: v / lax.psum(v, "i") + lax.axis_index("i"), axis_name="i")
+    np.testing.assert_array_equal(f(x), tracer.vmap(
+        lambda v: v / lax.psum(v, "i") + lax.axis_index("i"), axis_name="i")(x))
+    np.testing.assert_array_equal(tracer.pmap(lambda v: lax.psum(v, "i"), "i")(x), x)
+    with pytest.raises(ValueError, match="needs 2 devices, but this process has 1.*"
+                                         "TRACER_NUM_CPU_DEVICES=2"):
+        f(np.ones((2, 3)))
+
+
+def test_pmap_static_broadcasted_argnums_and_axes():
+    def f(x, k, y):
+        assert isinstance(k, int)   # static: a Python value
+        return lax.psum(x * k, "i") + y
+
+    x = np.ones((1, 3))
+    got = tracer.pmap(f, "i", in_axes=(0, None, None), static_broadcasted_argnums=1)(
+        x, 4, np.float64(2.0))
+    np.testing.assert_array_equal(got, np.full((1, 3), 6.0))
+    got = tracer.pmap(f, "i", static_broadcasted_argnums=(1,), out_axes=1)(x, 2, x)
+    np.testing.assert_array_equal(got, np.full((3, 1), 3.0))
+    with pytest.raises(ValueError, match="static_broadcasted_argnums"):
+        tracer.pmap(f, "i", static_broadcasted_argnums=5)(x, 1, x)
+
+
+def test_several_devices_per_process_and_no_mpi4py_at_import():
+    code = (
+        "import sys, numpy as np, tracer\n"
+        "from tracer import lax\n"
+        "assert 'mpi4py' not in sys.modules\n"
+        "assert len(tracer.local_devices()) == 3 and tracer.device_count() == 3\n"
+        "assert 'mpi4py' not in sys.modules, 'a single process imported mpi4py'\n"
+        "x = np.arange(12.0).reshape(3, 4)\n"
+        "f = lambda v: lax.all_gather(v, 'i') * lax.psum(v, 'i')\n"
+        "np.testing.assert_array_equal(tracer.pmap(f, 'i')(x), tracer.vmap(f, axis_name='i')(x))\n"
+        "print('ok')\n")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMI_", "OMPI_", "PMIX_", "MPI_LOCALNRANKS"))}
+    env.update(TRACER_NUM_CPU_DEVICES="3", TRACER_JIT_COMPILE="none", PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_bad_device_count_is_a_clear_error():
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMI_", "OMPI_", "PMIX_", "MPI_LOCALNRANKS"))}
+    env.update(TRACER_NUM_CPU_DEVICES="zero", TRACER_JIT_COMPILE="none", PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", "import tracer; tracer.devices()"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode != 0
+    assert "TRACER_NUM_CPU_DEVICES='zero' must be a positive integer" in r.stderr, r.stderr
