@@ -98,11 +98,18 @@ def _reducing_batcher(p, reduce_mapped, reduce_unmapped, mpi_op):
     def rule(axis_data, vals, dims, *, axes):
         if axis_data.name not in axes:
             return p.bind(*vals, axes=axes), list(dims)
-        outs = [reduce_unmapped(v, axis_data.size) if d is None else reduce_mapped(v, d)
-                for v, d in zip(vals, dims)]
         if axis_data.group is not None:
             from lax import mpi
+            from lax.shapes import index_in_dim
+            # one local member (one device per process, the default): its value as it is
+            # (a view), not a reduction over an axis of one (a pass over the buffer)
+            outs = [reduce_unmapped(v, axis_data.size) if d is None else
+                    index_in_dim(v, 0, d, keepdims=False) if axis_data.size == 1 else
+                    reduce_mapped(v, d) for v, d in zip(vals, dims)]
             outs = [mpi.allreduce(o, mpi_op, axis_data.group) for o in outs]
+        else:
+            outs = [reduce_unmapped(v, axis_data.size) if d is None else reduce_mapped(v, d)
+                    for v, d in zip(vals, dims)]
         rest = tuple(a for a in axes if a != axis_data.name)
         if rest:
             outs = p.bind(*outs, axes=rest)

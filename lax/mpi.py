@@ -14,10 +14,10 @@ buffers (mpi4py's buffer interface: no pickling, no copy of a contiguous operand
                      permutation sends here, zeros elsewhere                 MPI_Sendrecv (per shift)
     mpi_bcast        x -> process ``root``'s x                              MPI_Bcast
 
-Each call is the nonblocking form (MPI_Iallreduce, ...; the Sendrecv as Isend + Irecv)
-completed by ``_wait``: past ``TRACER_MPI_TIMEOUT`` seconds (default 600, 0 for none) of
-waiting for the other processes, the job is aborted with a message naming the process and
-the collective, so a process that exited early cannot leave the others hanging.
+Each call runs under a watchdog (``_Watchdog``): past ``TRACER_MPI_TIMEOUT`` seconds
+(default 600, 0 for none) in one call, waiting for the other processes, the job is
+aborted with a message naming the process and the collective, so a process that exited
+early cannot leave the others hanging.
 
 They have no lowering rule: under ``jit`` each is a host step, run in program order
 between kernels, and inside a scan / while / cond body the compiled loop driver calls it
@@ -76,16 +76,6 @@ def _mpi():
     return MPI
 
 
-class _All:
-    """Requests completed together (``Test`` as MPI_Testall), for ``_wait``."""
-
-    def __init__(self, reqs):
-        self.reqs = reqs
-
-    def Test(self):
-        return _mpi().Request.Testall(self.reqs)
-
-
 class _MpiPrimitive(Primitive):
     # read by lowering.passes.is_effectful: never folded, merged (CSE) or dropped (DCE)
     has_effects = True
@@ -103,29 +93,65 @@ def _timeout_s() -> float:
                          "forever)") from None
 
 
-def _wait(group, req, what):
-    """Complete the nonblocking MPI request ``req`` of the collective ``what``. Past
-    TRACER_MPI_TIMEOUT seconds (default 600; 0: no limit) of waiting, the other processes
-    are taken to be gone (a process exited early, hangs, or skipped the collective): the
-    job is aborted with a message naming this process and the collective, never a hang.
-    Polls ``Test`` (as MPI's blocking waits spin) for 10 ms, then every millisecond."""
-    if req.Test():
-        return
-    import time
-    limit = _timeout_s()
-    start = time.perf_counter()
-    while not req.Test():
-        waited = time.perf_counter() - start
-        if limit and waited > limit:
-            sys.stderr.write(
-                f"tracer.distributed: process {group.rank} of {group.size} waited "
-                f"{waited:.0f} s (TRACER_MPI_TIMEOUT) in {what} for the other processes; "
-                "one of them has exited, hangs, or did not make this collective call. "
-                "Aborting the MPI job\n")
-            sys.stderr.flush()
-            _mpi().COMM_WORLD.Abort(2)
-        if waited > 0.01:
-            time.sleep(0.001)
+class _Watchdog:
+    """Aborts the job when a collective has waited past TRACER_MPI_TIMEOUT seconds.
+
+    The collectives are MPI's blocking calls (their own progress engine; a polling loop of
+    ``Test`` with sleeps stalled the multi-round algorithms of large messages 2-3x).
+    mpi4py releases the GIL inside them, so one daemon thread, started with the first
+    collective, checks once a second whether the call in flight started too long ago; it
+    then prints which process and which collective, and calls MPI_Abort (the launcher
+    ends every process). Cost per collective: two attribute writes."""
+
+    def __init__(self):
+        self.current = None          # (what, group, start) of the call in flight
+        self.thread = None
+
+    def run(self, group, what, call):
+        limit = _timeout_s()
+        if limit and self.thread is None:
+            import threading
+            self.thread = threading.Thread(target=self._watch, args=(limit,), daemon=True,
+                                           name="tracer-mpi-watchdog")
+            self.thread.start()
+        import time
+        self.current = (what, group, time.monotonic())
+        try:
+            return call()
+        finally:
+            self.current = None
+
+    def _watch(self, limit):
+        import time
+        while True:
+            time.sleep(min(1.0, limit / 4))
+            cur = self.current
+            if cur is None:
+                continue
+            what, group, start = cur
+            waited = time.monotonic() - start
+            if waited > limit and self.current is cur:
+                sys.stderr.write(
+                    f"tracer.distributed: process {group.rank} of {group.size} waited "
+                    f"{waited:.0f} s (TRACER_MPI_TIMEOUT) in {what} for the other processes; "
+                    "one of them has exited, hangs, or did not make this collective call. "
+                    "Aborting the MPI job\n")
+                sys.stderr.flush()
+                try:
+                    _mpi().COMM_WORLD.Abort(2)
+                finally:
+                    os._exit(2)
+
+
+_watchdog = _Watchdog()
+
+
+def _wait(group, what, call):
+    """Run the blocking MPI call ``call()`` of the collective ``what`` under the watchdog:
+    past ``TRACER_MPI_TIMEOUT`` seconds (default 600; 0: no limit) of waiting, the other
+    processes are taken to be gone and the job is aborted, naming this process and the
+    collective, never a hang."""
+    return _watchdog.run(group, what, call)
 
 
 def _check_header(group, name, key, x):
@@ -140,7 +166,7 @@ def _check_header(group, name, key, x):
     mine = np.zeros(_HEADER_BYTES, np.uint8)
     mine[:len(text)] = np.frombuffer(text, np.uint8)
     everyone = np.empty((group.size, _HEADER_BYTES), np.uint8)
-    _wait(group, group.comm.Iallgather(mine, everyone), f"{name} (its header)")
+    _wait(group, f"{name} (its header)", lambda: group.comm.Allgather(mine, everyone))
     if not (everyone == mine).all():
         import ast
         headers = [ast.literal_eval(bytes(row).rstrip(b"\0").decode()) for row in everyone]
@@ -166,7 +192,7 @@ def _gather(group, x):
     x, send = _buf(x)
     out = np.empty((group.size,) + x.shape, x.dtype)
     recv = out.view(np.uint8) if send.dtype != x.dtype else out
-    _wait(group, group.comm.Iallgather(send, recv), "allgather")
+    _wait(group, "allgather", lambda: group.comm.Allgather(send, recv))
     return out
 
 
@@ -178,7 +204,7 @@ def _allreduce_impl(x, *, op, group):
     if op == "sum" and np.dtype(x.dtype) in _MPI_SUM_DTYPES and not _ordered_sum():
         x = np.ascontiguousarray(x)
         out = np.empty_like(x)
-        _wait(group, group.comm.Iallreduce(x, out, op=_mpi().SUM), "allreduce")
+        _wait(group, "allreduce", lambda: group.comm.Allreduce(x, out, op=_mpi().SUM))
         return out
     g = _gather(group, x)
     if op == "sum":
@@ -259,8 +285,8 @@ def _reduce_scatter_impl(x, *, group):
     if np.dtype(x.dtype) in _MPI_SUM_DTYPES and not _ordered_sum():
         x = np.ascontiguousarray(x)
         out = np.empty(x.shape[1:], x.dtype)
-        _wait(group, group.comm.Ireduce_scatter_block(x, out, op=_mpi().SUM),
-              "reduce_scatter")
+        _wait(group, "reduce_scatter",
+              lambda: group.comm.Reduce_scatter_block(x, out, op=_mpi().SUM))
         return out
     # rank-ordered: every process's row ``rank`` ...
     rows = alltoall_p.impl(x, group=group)
@@ -321,7 +347,7 @@ def _alltoall_impl(x, *, group):
     x, send = _buf(x)
     out = np.empty_like(x)
     recv = out.view(np.uint8) if send.dtype != x.dtype else out
-    _wait(group, group.comm.Ialltoall(send, recv), "alltoall")
+    _wait(group, "alltoall", lambda: group.comm.Alltoall(send, recv))
     return out
 
 
@@ -375,9 +401,9 @@ def _ppermute_impl(x, *, perm, group):
         recvbuf = np.empty((len(recv_rows),) + x.shape[1:], x.dtype)
         _, sb = _buf(sendbuf)
         _, rb = _buf(recvbuf)
-        reqs = [group.comm.Irecv(rb, source=src if recv_rows else null, tag=k),
-                group.comm.Isend(sb, dest=dst if send_rows else null, tag=k)]
-        _wait(group, _All(reqs), "ppermute")   # the Sendrecv of shift k, nonblocking
+        _wait(group, "ppermute", lambda: group.comm.Sendrecv(
+            sb, dest=dst if send_rows else null, sendtag=k, recvbuf=rb,
+            source=src if recv_rows else null, recvtag=k))
         for i, (_, t) in enumerate(recv_rows):
             out[t] = recvbuf[i]
     return out
@@ -412,7 +438,7 @@ def _bcast_impl(x, *, root, group):
     _check_header(group, "bcast", root, x)
     out = np.array(x, copy=True, order="C") if group.rank == root else np.empty_like(x)
     _, b = _buf(out)
-    _wait(group, group.comm.Ibcast(b, root=root), "bcast")
+    _wait(group, "bcast", lambda: group.comm.Bcast(b, root=root))
     return out
 
 
