@@ -91,7 +91,8 @@ COLLECTIVE_CASES = {
     "all_to_all 0->0[0]", "all_to_all tiled[0]", "ppermute shift[0]", "ppermute partial[0]",
     "pbroadcast[0]", "pshuffle[0]", "vmap inside[0]", "vmap inside, named[0]",
     "vmap outside", "pmap of jit[0]", "jit of pmap", "mismatch", "mismatch dtype",
-    "block size", "after errors[0]",
+    "block size", "after errors[0]", "shard_map psum", "shard_map sharded out",
+    "shard_map all_gather", "grad shard_map",
 } | {f"{kind} {name}" for kind in ("grad", "pmap(grad)")
      for name in ("psum", "pmean", "all_gather", "psum_scatter", "all_to_all", "ppermute",
                   "pbroadcast", "axis_index")}
@@ -189,3 +190,51 @@ def test_bad_device_count_is_a_clear_error():
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode != 0
     assert "TRACER_NUM_CPU_DEVICES='zero' must be a positive integer" in r.stderr, r.stderr
+
+
+def test_shard_map_on_one_process_is_jaxs():
+    # the values JAX 0.10 gives with XLA_FLAGS=--xla_force_host_platform_device_count=4
+    # (one process: the local shard is the whole array)
+    code = (
+        "import numpy as np, tracer\n"
+        "from tracer import lax\n"
+        "from tracer.sharding import Mesh, PartitionSpec as P\n"
+        "mesh = Mesh(np.array(tracer.devices()), ('x',))\n"
+        "assert mesh.shape == {'x': 4} and mesh.size == 4\n"
+        "f = tracer.shard_map(lambda a, b: (lax.psum(a, 'x'), b * 2), mesh,\n"
+        "                     in_specs=(P('x'), P()), out_specs=(P(), P()))\n"
+        "s, b = f(np.arange(8.0), np.ones(2))\n"
+        "np.testing.assert_array_equal(s, [12.0, 16.0])\n"
+        "np.testing.assert_array_equal(b, [2.0, 2.0])\n"
+        "g = tracer.shard_map(lambda a: a * lax.axis_index('x'), mesh=mesh,\n"
+        "                     in_specs=P(None, 'x'), out_specs=P(None, 'x'))\n"
+        "np.testing.assert_array_equal(g(np.ones((2, 8))), [[0, 0, 1, 1, 2, 2, 3, 3]] * 2)\n"
+        "h = tracer.jit(tracer.shard_map(lambda a: lax.all_gather(a, 'x', tiled=True),\n"
+        "               mesh=mesh, in_specs=P('x'), out_specs=P()))\n"
+        "np.testing.assert_array_equal(h(np.arange(8.0)), np.arange(8.0))\n"
+        "try:\n"
+        "    tracer.shard_map(lambda a: a, mesh, P('x'), P('x'))(np.ones(6))\n"
+        "except ValueError as e:\n"
+        "    assert 'not divisible by 4' in str(e), e\n"
+        "else:\n"
+        "    raise AssertionError('no error for 6 rows over 4 devices')\n"
+        "try:\n"
+        "    tracer.shard_map(lambda a: a, mesh, P('y'), P('x'))(np.ones(8))\n"
+        "except ValueError as e:\n"
+        "    assert \"names mesh axis 'y'\" in str(e), e\n"
+        "else:\n"
+        "    raise AssertionError('no error for an unknown axis name')\n"
+        "mesh2 = Mesh(np.array(tracer.devices()).reshape(2, 2), ('data', 'model'))\n"
+        "try:\n"
+        "    tracer.shard_map(lambda a: a, mesh2, P('data'), P('data'))\n"
+        "except NotImplementedError as e:\n"
+        "    assert 'rank 2' in str(e), e\n"
+        "else:\n"
+        "    raise AssertionError('a 2-D mesh did not raise')\n"
+        "print('ok')\n")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMI_", "OMPI_", "PMIX_", "MPI_LOCALNRANKS"))}
+    env.update(TRACER_NUM_CPU_DEVICES="4", TRACER_JIT_COMPILE="none", PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

@@ -143,6 +143,29 @@ grads_same_as_vmap("ppermute", lambda x: lax.ppermute(
 grads_same_as_vmap("pbroadcast", lambda x: lax.pbroadcast(x, "i", N - 1) * x, f64)
 grads_same_as_vmap("axis_index", lambda x: x * lax.axis_index("i"), f64)
 
+# ---- shard_map over a 1-D mesh of every device: each process passes its own shard (its
+# devices' blocks of the global array, concatenated along the partitioned dimension)
+from tracer.sharding import Mesh, PartitionSpec as Spec  # noqa: E402
+mesh = Mesh(np.array(tracer.devices()), ("x",))
+glob = rng.standard_normal((N * 2, 3))
+mine = glob[R * L * 2:(R + 1) * L * 2]
+blocks = glob.reshape(N, 2, 3)
+check("shard_map psum", tracer.shard_map(lambda a: lax.psum(a, "x"), mesh, Spec("x"), Spec())(
+    mine), blocks.sum(0))
+sm = lambda a, b: a * lax.axis_index("x") + lax.pmean(a, "x") * b
+got = tracer.shard_map(sm, mesh, in_specs=(Spec("x"), Spec()), out_specs=Spec("x"))(mine, 3.0)
+want = np.asarray(tracer.vmap(lambda a: sm(a, 3.0), axis_name="x")(blocks))
+check("shard_map sharded out", got, want.reshape(N * 2, 3)[R * L * 2:(R + 1) * L * 2])
+got = tracer.shard_map(lambda a: lax.all_gather(a, "x", axis=1, tiled=True), mesh,
+                       Spec(None, "x"), Spec())(glob.T[:, R * L * 2:(R + 1) * L * 2].copy())
+check("shard_map all_gather", got, glob.T)
+wt = rng.standard_normal(glob.shape)
+g = tracer.grad(lambda a: tnp.sum(tracer.shard_map(sm, mesh, (Spec("x"), Spec()), Spec("x"))(
+    a, 2.0) * wt[R * L * 2:(R + 1) * L * 2]))(mine)
+gv = tracer.grad(lambda a: tnp.sum(tracer.vmap(lambda x: sm(x, 2.0), axis_name="x")(a)
+                                   * wt.reshape(N, 2, 3)))(blocks)
+check("grad shard_map", g, np.asarray(gv).reshape(N * 2, 3)[R * L * 2:(R + 1) * L * 2])
+
 # ---- mismatched operands across processes: a clear error on every process, before any
 # buffer is exchanged (and the processes can go on)
 try:
