@@ -99,14 +99,13 @@ def _reducing_batcher(p, reduce_mapped, reduce_unmapped, mpi_op):
         if axis_data.name not in axes:
             return p.bind(*vals, axes=axes), list(dims)
         if axis_data.group is not None:
-            from lax import mpi
             from lax.shapes import index_in_dim
             # one local member (one device per process, the default): its value as it is
             # (a view), not a reduction over an axis of one (a pass over the buffer)
             outs = [reduce_unmapped(v, axis_data.size) if d is None else
                     index_in_dim(v, 0, d, keepdims=False) if axis_data.size == 1 else
                     reduce_mapped(v, d) for v, d in zip(vals, dims)]
-            outs = [mpi.allreduce(o, mpi_op, axis_data.group) for o in outs]
+            outs = _allreduce_packed(outs, mpi_op, axis_data.group)
         else:
             outs = [reduce_unmapped(v, axis_data.size) if d is None else reduce_mapped(v, d)
                     for v, d in zip(vals, dims)]
@@ -118,6 +117,30 @@ def _reducing_batcher(p, reduce_mapped, reduce_unmapped, mpi_op):
     batching.primitive_batchers[p] = rule
     batching.batch_when_unmapped.add(p)
     batching.axis_name_params[p] = "axes"
+
+
+def _allreduce_packed(vals, op, group):
+    """One MPI allreduce per dtype for all of ``vals`` (a psum of a pytree, such as a
+    model's gradients): the operands of one dtype travel raveled and concatenated, so a
+    step pays one round of latency per dtype rather than one per leaf."""
+    from lax import mpi
+    from lax.shapes import concatenate, reshape, slice_in_dim
+    out = list(vals)
+    by_dtype: dict = {}
+    for i, v in enumerate(vals):
+        by_dtype.setdefault(get_aval(v).dtype, []).append(i)
+    for idxs in by_dtype.values():
+        if len(idxs) == 1:
+            out[idxs[0]] = mpi.allreduce(vals[idxs[0]], op, group)
+            continue
+        sizes = [get_aval(vals[i]).size for i in idxs]
+        flat = concatenate([reshape(vals[i], (n,)) for i, n in zip(idxs, sizes)], 0)
+        total = mpi.allreduce(flat, op, group)
+        start = 0
+        for i, n in zip(idxs, sizes):
+            out[i] = reshape(slice_in_dim(total, start, start + n), get_aval(vals[i]).shape)
+            start += n
+    return out
 
 
 def _make_reducing(name, allowed, reduce_mapped, reduce_unmapped, mpi_op):
@@ -217,22 +240,25 @@ def pmean(x, axis_name, *, axis_index_groups=None):
     from lax.elementwise import convert_element_type, div
     names = _axis_names(axis_name)
 
-    def mean(leaf):
+    def inexact(leaf):
         if is_python_scalar(leaf):
             dt, weak = dtypes.dtype_and_weak_type(leaf)
             leaf = Array(np.asarray(leaf, dt), weak)
-        dt = get_aval(leaf).dtype
-        if not dtypes.is_inexact(dt):
+        if not dtypes.is_inexact(get_aval(leaf).dtype):
             leaf = convert_element_type(leaf, dtypes.default_float_dtype())
-            dt = get_aval(leaf).dtype
-        # the member count is static (psum(1) would be one more collective over MPI)
-        n = 1
-        for name in names:
-            n *= batching.axis_size(name, "pmean")
-        (total,) = psum_p.bind(leaf, axes=names)
-        return div(total, Array(np.asarray(n, dt), weak_type=True))
+        return leaf
 
-    return tree_map(mean, x)
+    leaves, tree = tree_flatten(tree_map(inexact, x))
+    if not leaves:
+        return x
+    # the member count is static (psum(1) would be one more collective over MPI); one
+    # psum of every leaf (over processes: one allreduce per dtype)
+    n = 1
+    for name in names:
+        n *= batching.axis_size(name, "pmean")
+    totals = psum_p.bind(*leaves, axes=names)
+    return tree_unflatten(tree, [div(t, Array(np.asarray(n, get_aval(t).dtype), weak_type=True))
+                                 for t in totals])
 
 
 # ====================================== all_gather ======================================

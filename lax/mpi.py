@@ -115,11 +115,14 @@ class _Watchdog:
                                            name="tracer-mpi-watchdog")
             self.thread.start()
         import time
+        start = time.perf_counter()
         self.current = (what, group, time.monotonic())
         try:
             return call()
         finally:
             self.current = None
+            stats["calls"] += 1
+            stats["seconds"] += time.perf_counter() - start
 
     def _watch(self, limit):
         import time
@@ -144,6 +147,9 @@ class _Watchdog:
 
 
 _watchdog = _Watchdog()
+# MPI calls made by this process and the seconds spent in them (waiting for the other
+# processes included): the tutorial's communication share reads it.
+stats = {"calls": 0, "seconds": 0.0}
 
 
 def _wait(group, what, call):
@@ -179,8 +185,15 @@ def _check_header(group, name, key, x):
             f"shape and dtype; nothing was exchanged):\n{lines}")
 
 
+def _contig(x):
+    """``x`` as a C-contiguous array of its own shape (np.ascontiguousarray makes a 0-d
+    array 1-d)."""
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(x.shape)
+
+
 def _buf(x):
-    x = np.ascontiguousarray(x)
+    x = _contig(x)
     if np.dtype(x.dtype) in _MPI_SUM_DTYPES or x.dtype == np.bool_:
         return x, x
     # dtypes without an MPI datatype (float16, bfloat16...) travel as bytes
@@ -202,7 +215,7 @@ def _allreduce_impl(x, *, op, group):
     x = np.asarray(x)
     _check_header(group, "allreduce", op, x)
     if op == "sum" and np.dtype(x.dtype) in _MPI_SUM_DTYPES and not _ordered_sum():
-        x = np.ascontiguousarray(x)
+        x = _contig(x)
         out = np.empty_like(x)
         _wait(group, "allreduce", lambda: group.comm.Allreduce(x, out, op=_mpi().SUM))
         return out
@@ -283,7 +296,7 @@ def _reduce_scatter_impl(x, *, group):
     x = np.asarray(x)
     _check_header(group, "reduce_scatter", None, x)
     if np.dtype(x.dtype) in _MPI_SUM_DTYPES and not _ordered_sum():
-        x = np.ascontiguousarray(x)
+        x = _contig(x)
         out = np.empty(x.shape[1:], x.dtype)
         _wait(group, "reduce_scatter",
               lambda: group.comm.Reduce_scatter_block(x, out, op=_mpi().SUM))
@@ -380,7 +393,7 @@ def _ppermute_impl(x, *, perm, group):
     to process rank + k the rows it receives from here, receive from process rank - k the
     rows it sends here (one MPI_Sendrecv per shift; both sides derive the counts from
     ``perm``, so no sizes travel)."""
-    x = np.ascontiguousarray(np.asarray(x))
+    x = _contig(x)
     _check_header(group, "ppermute", perm, x)
     L, P, me = group.local_size, group.size, group.rank
     out = np.zeros_like(x)
@@ -397,7 +410,7 @@ def _ppermute_impl(x, *, perm, group):
         # A side with nothing to move talks to MPI_PROC_NULL: the peers' counts agree (both
         # derive them from perm), so no process waits for a message nobody sends.
         null = _mpi().PROC_NULL
-        sendbuf = np.ascontiguousarray(x[[s for s, _ in send_rows]])
+        sendbuf = _contig(x[[s for s, _ in send_rows]])
         recvbuf = np.empty((len(recv_rows),) + x.shape[1:], x.dtype)
         _, sb = _buf(sendbuf)
         _, rb = _buf(recvbuf)

@@ -86,7 +86,8 @@ def passed_cases(outdir, n):
 COLLECTIVE_CASES = {
     "psum f32[0]", "psum f64[0]", "psum i32[0]", "psum pytree[0]", "psum pytree[1]",
     "psum unmapped[0]", "pmean f32[0]", "pmean i32[0]", "pmax f32 nan[0]", "pmin i32[0]",
-    "pmax i32[0]", "normalize[0]", "axis_index[0]", "all_gather[0]", "all_gather axis=2[0]",
+    "pmax i32[0]", "normalize[0]", "psum scalar[0]", "pmax scalar[0]",
+    "all_gather scalar[0]", "pbroadcast scalar[0]", "ppermute scalar[0]", "axis_index[0]", "all_gather[0]", "all_gather axis=2[0]",
     "all_gather tiled[0]", "psum_scatter[0]", "psum_scatter tiled[0]", "all_to_all[0]",
     "all_to_all 0->0[0]", "all_to_all tiled[0]", "ppermute shift[0]", "ppermute partial[0]",
     "pbroadcast[0]", "pshuffle[0]", "vmap inside[0]", "vmap inside, named[0]",
@@ -129,6 +130,27 @@ def test_a_failing_process_ends_the_job(how, n):
         assert f"tracer.distributed: process 1 of {n} raised RuntimeError: boom" in out, out
     if how == "sysexit":
         assert "waited" in out and "TRACER_MPI_TIMEOUT" in out, out
+
+
+def test_data_parallel_tutorial_under_mpiexec(tmp_path):
+    # tutorials/08 in its fast mode on 2 processes: the same loss and accuracy as on one
+    # (tests/test_tutorials.py runs it on one), the parameters equal on every process
+    script = ROOT / "tutorials" / "08_data_parallel.py"
+    env = dict(TRACER_TUTORIAL_FAST="1", MPLBACKEND="Agg", TRACER_JIT_COMPILE="sync")
+    cmd = mpiexec() + ["-n", "2", sys.executable, str(script)]
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith(("PMI_", "OMPI_", "PMIX_", "MPI_LOCALNRANKS"))}
+    full_env.update(env, PYTHONPATH=str(ROOT))
+    r = subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=ROOT,
+                       timeout=LAUNCH_TIMEOUT_S)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "2 process(es), 2 device(s)" in r.stdout
+    assert "every process holds the same parameters" in r.stdout
+    one = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=full_env, cwd=ROOT, timeout=LAUNCH_TIMEOUT_S)
+    assert one.returncode == 0, one.stderr[-3000:]
+    pick = lambda out: next(line for line in out.splitlines() if line.startswith("final loss"))
+    assert pick(r.stdout) == pick(one.stdout), (pick(r.stdout), pick(one.stdout))
 
 
 # ------------------------------------ one process ---------------------------------------

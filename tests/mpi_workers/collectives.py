@@ -102,6 +102,13 @@ same_as_vmap("pmax f32 nan", lambda x: lax.pmax(x, "i"), nan)
 same_as_vmap("pmin i32", lambda x: lax.pmin(x, "i"), i32)
 same_as_vmap("pmax i32", lambda x: lax.pmax(x, "i"), i32)
 same_as_vmap("normalize", lambda x: x / lax.psum(x, "i"), f64)
+# 0-d members (a loss, a step counter)
+same_as_vmap("psum scalar", lambda x: lax.psum(x[0, 0], "i"), f32)
+same_as_vmap("pmax scalar", lambda x: lax.pmax(x[0, 0], "i"), i32)
+same_as_vmap("all_gather scalar", lambda x: lax.all_gather(x[0, 0], "i"), f64)
+same_as_vmap("pbroadcast scalar", lambda x: lax.pbroadcast(x[0, 0], "i", 0), f64)
+same_as_vmap("ppermute scalar", lambda x: lax.ppermute(
+    x[0, 0], "i", [(j, (j + 1) % N) for j in range(N)]), i32)
 # ---- gathers, indices, scatters, exchanges
 same_as_vmap("axis_index", lambda x: lax.axis_index("i") + 0 * x[0, 0].astype(np.int32), i32)
 same_as_vmap("all_gather", lambda x: lax.all_gather(x, "i"), i32)
