@@ -5,8 +5,14 @@ all_to_all, pswapaxes, psend/precv, ragged_all_to_all, pcast) further down.
 XLA's AllReduce / CrossReplicaSum / AllGather / ReplicaId (spec sections of those names)
 run across replicas; here the "replicas" are the members of a ``vmap`` with an
 ``axis_name``: ``vmap(lambda x: x / lax.psum(x, 'i'), axis_name='i')`` normalises over the
-mapped axis. A collective has meaning only inside a vmap binding its name; anywhere else
-it raises NameError (``unbound axis name``), at trace time or when run.
+mapped axis. A collective has meaning only inside a vmap binding its name (or a
+``tracer.pmap`` / ``tracer.shard_map``, which bind it with vmap's machinery); anywhere
+else it raises NameError (``unbound axis name``), at trace time or when run.
+
+Across processes: when the binding vmap is a multi-process pmap axis
+(``axis_data.group``, tracer/distributed.py), each rule combines this process's members
+as below, then the processes through the MPI steps of lax/mpi.py (process-major global
+member order: process p holds members p*L ... p*L + L-1).
 
 How it works: the primitives' ``bind`` finds the vmap binding their axis names
 (``batching.trace_for_axes``) even when no operand is traced by it (``axis_index`` has no
