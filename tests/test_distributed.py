@@ -108,6 +108,16 @@ def test_collectives_and_grads_match_vmap(n, local, tmp_path):
         sorted(set(cases) ^ COLLECTIVE_CASES))
 
 
+def test_2d_mesh_with_sub_communicators(tmp_path):
+    # shard_map over a (data, model) = (2, 2) mesh on 4 processes: collectives over one
+    # axis go over that axis's MPI sub-communicator
+    rc, out, _ = launch(4, "mesh2d.py", tmp_path)
+    assert rc == 0, out[-6000:]
+    assert passed_cases(tmp_path, 4) == [
+        "psum model", "psum both", "axis_index", "all_gather data", "matmul",
+        "ppermute model", "jit psum data", "grad psum model"]
+
+
 def test_loops_holding_collectives_stay_compiled(tmp_path):
     rc, out, _ = launch(2, "compiled.py", tmp_path, TRACER_JIT_COMPILE="sync",
                         TRACER_STRICT_LOWERING=1)
@@ -247,12 +257,23 @@ def test_shard_map_on_one_process_is_jaxs():
         "else:\n"
         "    raise AssertionError('no error for an unknown axis name')\n"
         "mesh2 = Mesh(np.array(tracer.devices()).reshape(2, 2), ('data', 'model'))\n"
+        "x = np.arange(32.0).reshape(4, 8)\n"
+        "got = tracer.shard_map(lambda a: a * (10 * lax.axis_index('data')\n"
+        "    + lax.axis_index('model')), mesh2, P('data', 'model'), P('data', 'model'))(x)\n"
+        "np.testing.assert_array_equal(got, x * np.repeat(np.repeat([[0, 1], [10, 11]], 2,\n"
+        "                              0), 4, 1))\n"
+        "got = tracer.shard_map(lambda a: a + lax.axis_index('model'), mesh2,\n"
+        "                       P(('data', 'model')), P(('data', 'model')))(x)\n"
+        "np.testing.assert_array_equal(got, x + np.array([0, 1, 0, 1])[:, None])\n"
+        "got = tracer.shard_map(lambda a: lax.psum(a, ('data', 'model')), mesh2,\n"
+        "                       P('data', 'model'), P())(x)\n"
+        "np.testing.assert_array_equal(got, x.reshape(2, 2, 2, 4).sum((0, 2)))\n"
         "try:\n"
-        "    tracer.shard_map(lambda a: a, mesh2, P('data'), P('data'))\n"
-        "except NotImplementedError as e:\n"
-        "    assert 'rank 2' in str(e), e\n"
+        "    tracer.shard_map(lambda a: a, mesh2, P('data', 'model'), P('data'))(x)\n"
+        "except ValueError as e:\n"
+        "    assert \"varies over mesh axis 'model'\" in str(e), e\n"
         "else:\n"
-        "    raise AssertionError('a 2-D mesh did not raise')\n"
+        "    raise AssertionError('a varying output with a replicated spec did not raise')\n"
         "print('ok')\n")
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PMI_", "OMPI_", "PMIX_", "MPI_LOCALNRANKS"))}

@@ -16,9 +16,14 @@ replicated inputs (``PartitionSpec()``) are passed whole to every device, and a
 replicated output (``PartitionSpec()``) must not vary over the axis (e.g. the result of
 a ``psum``), as JAX's replication check requires.
 
-Supported: 1-D meshes over every device of the job (``Mesh(tracer.devices(), ('x',))``),
-in any pytree of specs that is a prefix of the arguments / outputs. 2-D meshes (MPI
-sub-communicators per mesh axis) are not implemented yet: NotImplementedError.
+Meshes are over every device of the job, in ``tracer.devices()`` order (a reshape of
+it). A 1-D mesh works with any number of devices per process. A mesh of rank 2 or more
+(``Mesh(devices.reshape(2, 2), ('data', 'model'))``) works on one process (all its axes
+local) or with one device per process: then each mesh axis is an MPI sub-communicator
+(``MPI_Comm_split`` of the processes that differ only in that axis's coordinate), so a
+collective over 'model' talks only to the processes of its data row. Each mesh axis is a
+nested vmap (the first axis outermost); a spec may partition a dimension over several
+axes (``PartitionSpec(('data', 'model'))``, major to minor).
 """
 from __future__ import annotations
 
@@ -95,42 +100,68 @@ class Mesh:
         return f"Mesh({', '.join(f'{n!r}: {s}' for n, s in self.shape.items())})"
 
 
-def _spec_dim(spec, name, ndim, what, fname):
-    """The dimension ``spec`` partitions over the mesh axis ``name`` (None: replicated)."""
+def _spec_axes(spec, names, ndim, what, fname):
+    """For each dimension of an array of rank ``ndim``, the mesh axes ``spec``
+    partitions it over (in the spec's order; [] for a dimension not partitioned)."""
     if not isinstance(spec, PartitionSpec):
         raise TypeError(f"{fname}: {what} must be a PartitionSpec, got {spec!r}")
     if len(spec) > ndim:
         raise ValueError(f"{fname}: {what} {spec} has {len(spec)} entries, more than the "
                          f"rank {ndim} of the array")
-    dims = []
-    for k, part in enumerate(spec):
-        names = part if isinstance(part, tuple) else (part,)
-        for n in names:
-            if n is None:
-                continue
-            if n != name:
+    out, seen = [], set()
+    for k in range(ndim):
+        part = spec[k] if k < len(spec) else None
+        axes = [n for n in (part if isinstance(part, tuple) else (part,)) if n is not None]
+        for n in axes:
+            if n not in names:
                 raise ValueError(f"{fname}: {what} {spec} names mesh axis {n!r}; the mesh's "
-                                 f"axis is {name!r}")
-            dims.append(k)
-    if len(dims) > 1:
-        raise ValueError(f"{fname}: {what} {spec} partitions more than one dimension over "
-                         f"mesh axis {name!r}")
-    return dims[0] if dims else None
+                                 f"axes are {names}")
+            if n in seen:
+                raise ValueError(f"{fname}: {what} {spec} uses mesh axis {n!r} twice")
+            seen.add(n)
+        out.append(axes)
+    return out
 
 
-def _out_axes(specs, name, fname):
-    """out_specs as vmap's out_axes prefix: each PartitionSpec -> its partitioned
-    dimension (ranks are checked after the call), None for replicated."""
+def _mesh_groups(mesh, w):
+    """Per mesh axis: (local size, ProcessGroup or None). One process holds the whole
+    mesh (every axis local, no MPI); one device per process makes every axis a
+    sub-communicator of the processes that differ only in that axis's coordinate
+    (MPI_Comm_split, made once per mesh: every process creates them together)."""
+    from tracer.distributed import ProcessGroup
+    if w.size == 1:
+        return [(n, None) for n in mesh.devices.shape]
+    if len(mesh.axis_names) == 1:
+        return [(w.local_size, w)]
+    if w.local_size != 1:
+        raise NotImplementedError(
+            f"shard_map: a mesh of rank {len(mesh.axis_names)} over several processes needs "
+            f"one device per process (this process has {w.local_size}); unset "
+            "TRACER_NUM_CPU_DEVICES or use a 1-D mesh")
+    cached = getattr(mesh, "_groups", None)
+    if cached is not None:
+        return cached
+    shape = mesh.devices.shape
+    coords = np.unravel_index(w.rank, shape)
+    groups = []
+    for j, size in enumerate(shape):
+        rest = [c for i, c in enumerate(coords) if i != j]
+        color = int(np.ravel_multi_index(rest, [s for i, s in enumerate(shape) if i != j])) \
+            if rest else 0
+        sub = w.comm.Split(color, int(coords[j]))
+        groups.append((1, ProcessGroup(sub, int(coords[j]), size, 1)))
+    mesh._groups = groups
+    return groups
+
+
+def _out_axes_tree(specs, fname):
+    """out_specs with each PartitionSpec kept as a leaf (for broadcast_prefix)."""
     if isinstance(specs, PartitionSpec):
-        dims = [k for k, part in enumerate(specs)
-                for n in (part if isinstance(part, tuple) else (part,)) if n is not None]
-        for k in dims:
-            _spec_dim(specs, name, k + 1, "out_specs entry", fname)
-        return dims[0] if dims else None
+        return specs
     if isinstance(specs, (tuple, list)):
-        return type(specs)(_out_axes(s, name, fname) for s in specs)
+        return type(specs)(_out_axes_tree(s, fname) for s in specs)
     if isinstance(specs, dict):
-        return {k: _out_axes(v, name, fname) for k, v in specs.items()}
+        return {k: _out_axes_tree(v, fname) for k, v in specs.items()}
     raise TypeError(f"{fname}: out_specs must be a PartitionSpec or a tuple / list / dict "
                     f"of them, got {specs!r}")
 
@@ -142,7 +173,7 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, *, check_vma=Tru
     ``shard_map(f, mesh, in_specs, out_specs)``, with keywords, or as a decorator
     ``@partial(shard_map, mesh=..., in_specs=..., out_specs=...)``.
 
-    - ``mesh``: a 1-D ``Mesh`` of every device of the job, in ``tracer.devices()`` order.
+    - ``mesh``: a ``Mesh`` of every device of the job, in ``tracer.devices()`` order.
     - ``in_specs``: a PartitionSpec, or a pytree of them that is a prefix of the
       positional arguments (a tuple with one entry per argument). A dimension
       partitioned over the mesh axis is split into one block per local device.
@@ -151,9 +182,10 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, *, check_vma=Tru
     - ``check_vma`` / ``check_rep`` / ``axis_names``: accepted for compatibility (the
       vmap machinery itself rejects a replicated output that varies).
 
-    Raises NotImplementedError for a mesh of rank > 1 or a mesh that is not every device
-    in order, ValueError for a partitioned dimension not divisible by the local device
-    count or a spec naming another axis, TypeError for specs that are not
+    Raises NotImplementedError for a mesh that is not every device in order, or of rank
+    > 1 over several processes with several devices each; ValueError for a partitioned
+    dimension not divisible by its devices here, a spec naming an unknown axis or one
+    axis twice, or a replicated output that varies; TypeError for specs that are not
     PartitionSpecs."""
     if f is None:
         return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
@@ -162,17 +194,15 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, *, check_vma=Tru
     from tracer import api, distributed
     from tracer.core import get_aval
     from tracer.pytree import broadcast_prefix, tree_flatten, tree_unflatten
+    from tracer.interpreters import batching
+    from lax.shapes import reshape, transpose
     fname = f"shard_map({getattr(f, '__name__', 'f')})"
     if not isinstance(mesh, Mesh):
         raise TypeError(f"{fname}: mesh must be a tracer.sharding.Mesh, got {mesh!r}")
-    if len(mesh.axis_names) != 1:
-        raise NotImplementedError(
-            f"{fname}: meshes of rank {len(mesh.axis_names)} ({mesh}) are not supported "
-            "yet (they need an MPI sub-communicator per mesh axis); use a 1-D mesh")
     if in_specs is None or out_specs is None:
         raise TypeError(f"{fname}: in_specs and out_specs are required")
-    (name,) = mesh.axis_names
-    out_axes = _out_axes(out_specs, name, fname)
+    names = mesh.axis_names
+    out_tree_specs = _out_axes_tree(out_specs, fname)
 
     @functools.wraps(f)
     def wrapped(*args):
@@ -182,43 +212,91 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, *, check_vma=Tru
             raise NotImplementedError(
                 f"{fname}: the mesh's devices {[d.id for d in mesh.devices.flat]} must be "
                 f"every device of the job in order ({want}, tracer.devices())")
-        L = w.local_size
+        groups = _mesh_groups(mesh, w)
+        local = dict(zip(names, (n for n, _ in groups)))
         leaves, tree = tree_flatten(args)
         specs = broadcast_prefix(tuple(in_specs) if isinstance(in_specs, list) else in_specs,
                                  args)
-        split, axes = [], []
+        # Each leaf: every partitioned dim k split into (local size of each of its mesh
+        # axes..., block), then those axes moved to the front in mesh-axis order, so that
+        # the nested vmaps (one per mesh axis, outermost first) each map axis 0.
+        split, mapped = [], []
         for i, (x, spec) in enumerate(zip(leaves, specs)):
             x = api._as_array(x)
             shape = get_aval(x).shape
-            k = _spec_dim(spec, name, len(shape), f"in_specs entry for argument leaf {i}",
-                          fname)
-            if k is not None:
-                if shape[k] % L:
+            per_dim = _spec_axes(spec, names, len(shape), f"in_specs entry for argument "
+                                 f"leaf {i}", fname)
+            new_shape, lead, rest = [], {}, []
+            for k, axes in enumerate(per_dim):
+                n = int(np.prod([local[m] for m in axes])) if axes else 1
+                if shape[k] % n:
                     raise ValueError(
                         f"{fname}: argument leaf {i} of shape {shape} is partitioned along "
-                        f"dimension {k} over {L} local devices, but {shape[k]} is not "
-                        f"divisible by {L}")
-                from lax.shapes import reshape
-                x = reshape(x, shape[:k] + (L, shape[k] // L) + shape[k + 1:])
+                        f"dimension {k} over mesh axes {axes} ({n} devices here), but "
+                        f"{shape[k]} is not divisible by {n}")
+                for m in axes:
+                    lead[m] = len(new_shape)
+                    new_shape.append(local[m])
+                rest.append(len(new_shape))
+                new_shape.append(shape[k] // n)
+            order = [m for m in names if m in lead]
+            x = reshape(x, tuple(new_shape))
+            x = transpose(x, tuple(lead[m] for m in order) + tuple(rest))
             split.append(x)
-            axes.append(k)
+            mapped.append(set(order))
 
-        def flat(*xs):
-            return f(*tree_unflatten(tree, list(xs)))
+        out_specs_flat, out_tree = [], []
 
-        mapped = api._vmap(flat, tuple(axes), out_axes, name, None, fname,
-                           group=w if w.size > 1 else None, check_size=None)
-        out = mapped(*split)
-        out_leaves, out_tree = tree_flatten(out)
-        dims = broadcast_prefix(out_axes, out)   # ints and None (replicated) are leaves
+        def innermost(*xs):
+            out = f(*tree_unflatten(tree, list(xs)))
+            o_leaves, o_tree = tree_flatten(out)
+            o_specs = broadcast_prefix(out_tree_specs, out)
+            out_tree[:] = [o_tree]
+            out_specs_flat[:] = [
+                _spec_axes(sp, names, get_aval(o).ndim, f"out_specs entry for output leaf "
+                           f"{i}", fname) for i, (o, sp) in enumerate(zip(o_leaves, o_specs))]
+            return o_leaves
+
+        def make_level(inner, name, in_dims, size, group):
+            # vmap over mesh axis ``name``: the leaves partitioned over it are mapped
+            # along their axis 0 (at this level); outputs partitioned over it get its
+            # axis first, replicated ones must not vary over it (JAX's replication check)
+            def level(*xs):
+                outs, dims = batching.vmap_flat(inner, size, name, in_dims, list(xs), group)
+                res = []
+                for i, (o, d) in enumerate(zip(outs, dims)):
+                    if any(name in axes for axes in out_specs_flat[i]):
+                        res.append(batching.matchaxis(size, d, 0, o))
+                    elif d is not None:
+                        raise ValueError(
+                            f"{fname}: output leaf {i} varies over mesh axis {name!r}, but "
+                            f"its out_specs entry does not partition it over {name!r} "
+                            "(replicated outputs must be the same on every device: reduce "
+                            "them with psum/pmean first, or partition them)")
+                    else:
+                        res.append(o)
+                return res
+            return level
+
+        fun = innermost
+        for j in reversed(range(len(names))):     # the innermost mesh axis first
+            fun = make_level(fun, names[j], [0 if names[j] in m else None for m in mapped],
+                             *groups[j])
+        o_leaves = fun(*split)
         merged = []
-        from lax.shapes import reshape
-        for o, k in zip(out_leaves, dims):
-            if k is not None:
-                shape = get_aval(o).shape
-                o = reshape(o, shape[:k] + (shape[k] * shape[k + 1],) + shape[k + 2:])
+        for o, per_dim in zip(o_leaves, out_specs_flat):
+            order = [m for m in names if any(m in axes for axes in per_dim)]
+            q = len(order)
+            shape = get_aval(o).shape
+            perm, final = [], []
+            for k, axes in enumerate(per_dim):
+                perm += [order.index(m) for m in axes]
+                perm.append(q + k)
+                final.append(int(np.prod([shape[order.index(m)] for m in axes]))
+                             * shape[q + k])
+            if q:
+                o = reshape(transpose(o, tuple(perm)), tuple(final))
             merged.append(o)
-        return tree_unflatten(out_tree, merged)
+        return tree_unflatten(out_tree[0], merged)
 
     return wrapped
-
