@@ -5,8 +5,14 @@ all_to_all, pswapaxes, psend/precv, ragged_all_to_all, pcast) further down.
 XLA's AllReduce / CrossReplicaSum / AllGather / ReplicaId (spec sections of those names)
 run across replicas; here the "replicas" are the members of a ``vmap`` with an
 ``axis_name``: ``vmap(lambda x: x / lax.psum(x, 'i'), axis_name='i')`` normalises over the
-mapped axis. A collective has meaning only inside a vmap binding its name; anywhere else
-it raises NameError (``unbound axis name``), at trace time or when run.
+mapped axis. A collective has meaning only inside a vmap binding its name (or a
+``tracer.pmap`` / ``tracer.shard_map``, which bind it with vmap's machinery); anywhere
+else it raises NameError (``unbound axis name``), at trace time or when run.
+
+Across processes: when the binding vmap is a multi-process pmap axis
+(``axis_data.group``, tracer/distributed.py), each rule combines this process's members
+as below, then the processes through the MPI steps of lax/mpi.py (process-major global
+member order: process p holds members p*L ... p*L + L-1).
 
 How it works: the primitives' ``bind`` finds the vmap binding their axis names
 (``batching.trace_for_axes``) even when no operand is traced by it (``axis_index`` has no
@@ -88,15 +94,27 @@ def _same_avals(name, allowed):
     return rule
 
 
-def _reducing_batcher(p, reduce_mapped, reduce_unmapped):
+def _reducing_batcher(p, reduce_mapped, reduce_unmapped, mpi_op):
     """Rule of psum/pmax/pmin: over this vmap's name, reduce the batch axis (the result is
-    the same for every member: unmapped); other names pass through with the bdims."""
+    the same for every member: unmapped); other names pass through with the bdims. Over a
+    multi-process pmap axis, the local members are reduced first, then the processes
+    (``mpi_op`` through MPI, lax/mpi.py): an unmapped value may differ between processes
+    (a process's own constant), so it is reduced across them too."""
 
     def rule(axis_data, vals, dims, *, axes):
         if axis_data.name not in axes:
             return p.bind(*vals, axes=axes), list(dims)
-        outs = [reduce_unmapped(v, axis_data.size) if d is None else reduce_mapped(v, d)
-                for v, d in zip(vals, dims)]
+        if axis_data.group is not None:
+            from lax.shapes import index_in_dim
+            # one local member (one device per process, the default): its value as it is
+            # (a view), not a reduction over an axis of one (a pass over the buffer)
+            outs = [reduce_unmapped(v, axis_data.size) if d is None else
+                    index_in_dim(v, 0, d, keepdims=False) if axis_data.size == 1 else
+                    reduce_mapped(v, d) for v, d in zip(vals, dims)]
+            outs = _allreduce_packed(outs, mpi_op, axis_data.group)
+        else:
+            outs = [reduce_unmapped(v, axis_data.size) if d is None else reduce_mapped(v, d)
+                    for v, d in zip(vals, dims)]
         rest = tuple(a for a in axes if a != axis_data.name)
         if rest:
             outs = p.bind(*outs, axes=rest)
@@ -107,12 +125,36 @@ def _reducing_batcher(p, reduce_mapped, reduce_unmapped):
     batching.axis_name_params[p] = "axes"
 
 
-def _make_reducing(name, allowed, reduce_mapped, reduce_unmapped):
+def _allreduce_packed(vals, op, group):
+    """One MPI allreduce per dtype for all of ``vals`` (a psum of a pytree, such as a
+    model's gradients): the operands of one dtype travel raveled and concatenated, so a
+    step pays one round of latency per dtype rather than one per leaf."""
+    from lax import mpi
+    from lax.shapes import concatenate, reshape, slice_in_dim
+    out = list(vals)
+    by_dtype: dict = {}
+    for i, v in enumerate(vals):
+        by_dtype.setdefault(get_aval(v).dtype, []).append(i)
+    for idxs in by_dtype.values():
+        if len(idxs) == 1:
+            out[idxs[0]] = mpi.allreduce(vals[idxs[0]], op, group)
+            continue
+        sizes = [get_aval(vals[i]).size for i in idxs]
+        flat = concatenate([reshape(vals[i], (n,)) for i, n in zip(idxs, sizes)], 0)
+        total = mpi.allreduce(flat, op, group)
+        start = 0
+        for i, n in zip(idxs, sizes):
+            out[i] = reshape(slice_in_dim(total, start, start + n), get_aval(vals[i]).shape)
+            start += n
+    return out
+
+
+def _make_reducing(name, allowed, reduce_mapped, reduce_unmapped, mpi_op):
     p = AxisPrimitive(name)
     p.multiple_results = True
     p.def_abstract_eval(_same_avals(name, allowed))
     p.def_impl(_unbound_impl(p))
-    _reducing_batcher(p, reduce_mapped, reduce_unmapped)
+    _reducing_batcher(p, reduce_mapped, reduce_unmapped, mpi_op)
     return p
 
 
@@ -165,7 +207,7 @@ def _psum_transpose(cts, *args, axes):
     return out
 
 
-psum_p = _make_reducing("psum", _num, _reduce_sum, _times_size)
+psum_p = _make_reducing("psum", _num, _reduce_sum, _times_size, "sum")
 ad.deflinear(psum_p, _psum_transpose)
 
 
@@ -190,8 +232,8 @@ def pmin(x, axis_name, *, axis_index_groups=None):
     return tree_unflatten(tree, pmin_p.bind(*leaves, axes=_axis_names(axis_name)))
 
 
-pmax_p = _make_reducing("pmax", _ordered, _reduce_max, lambda v, size: v)
-pmin_p = _make_reducing("pmin", _ordered, _reduce_min, lambda v, size: v)
+pmax_p = _make_reducing("pmax", _ordered, _reduce_max, lambda v, size: v, "max")
+pmin_p = _make_reducing("pmin", _ordered, _reduce_min, lambda v, size: v, "min")
 
 
 # ========================================= pmean ========================================
@@ -204,19 +246,25 @@ def pmean(x, axis_name, *, axis_index_groups=None):
     from lax.elementwise import convert_element_type, div
     names = _axis_names(axis_name)
 
-    def mean(leaf):
+    def inexact(leaf):
         if is_python_scalar(leaf):
             dt, weak = dtypes.dtype_and_weak_type(leaf)
             leaf = Array(np.asarray(leaf, dt), weak)
-        dt = get_aval(leaf).dtype
-        if not dtypes.is_inexact(dt):
+        if not dtypes.is_inexact(get_aval(leaf).dtype):
             leaf = convert_element_type(leaf, dtypes.default_float_dtype())
-            dt = get_aval(leaf).dtype
-        (n,) = psum_p.bind(Array(np.asarray(1, dt), weak_type=True), axes=names)
-        (total,) = psum_p.bind(leaf, axes=names)
-        return div(total, n)
+        return leaf
 
-    return tree_map(mean, x)
+    leaves, tree = tree_flatten(tree_map(inexact, x))
+    if not leaves:
+        return x
+    # the member count is static (psum(1) would be one more collective over MPI); one
+    # psum of every leaf (over processes: one allreduce per dtype)
+    n = 1
+    for name in names:
+        n *= batching.axis_size(name, "pmean")
+    totals = psum_p.bind(*leaves, axes=names)
+    return tree_unflatten(tree, [div(t, Array(np.asarray(n, get_aval(t).dtype), weak_type=True))
+                                 for t in totals])
 
 
 # ====================================== all_gather ======================================
@@ -263,11 +311,16 @@ def _all_gather_batch(axis_data, vals, dims, *, axes, axis, tiled, axis_size):
         # in front of them
         return _pass_through(all_gather_p, axis_data, x, d, dict(
             axes=axes, axis=axis, tiled=tiled, axis_size=axis_size), ("axis",))
-    if axis_data.size != axis_size:
-        raise ValueError(f"all_gather over axis {axis_data.name!r}: traced for an axis of size "
-                         f"{axis_size}, but the axis has size {axis_data.size} (a jitted "
-                         "function traced under another vmap was reused; retrace it)")
-    if d is None:
+    _check_size("all_gather", axis_data, axis_size)
+    if axis_data.group is not None:
+        # this process's members [L, ...], then every process's: [P * L, ...] in global
+        # member order (process-major)
+        from lax import mpi
+        from lax.shapes import reshape
+        g = mpi.allgather(_stacked(x, d, axis_data.size), axis_data.group)
+        shape = get_aval(g).shape
+        stacked = batching.moveaxis(reshape(g, (shape[0] * shape[1],) + shape[2:]), 0, axis)
+    elif d is None:
         stacked = batching.broadcast(x, axis_data.size, axis)
     else:
         stacked = batching.moveaxis(x, d, axis)
@@ -341,7 +394,13 @@ def _axis_index_batch(axis_data, vals, dims, *, axis_name):
             axis_name=axis_name))
         return [out], [None]
     from lax.shapes import iota
-    return [iota(dtypes.int32, axis_data.size)], [0]
+    idx = iota(dtypes.int32, axis_data.size)
+    if axis_data.group is not None:
+        # global member index: process-major (process p holds members p*L ... p*L + L-1)
+        from lax.elementwise import add
+        offset = axis_data.group.rank * axis_data.size
+        idx = add(idx, Array(np.asarray(offset, np.int32), weak_type=True))
+    return [idx], [0]
 
 
 axis_index_p = _AxisIndexPrimitive("axis_index")
@@ -470,6 +529,9 @@ def _ppermute_batch(axis_data, vals, dims, *, axes, perm):
     if axis_data.name not in axes:
         return _pass_through(ppermute_p, axis_data, x, d, dict(axes=axes, perm=perm))
     size = axis_data.size
+    if axis_data.group is not None:
+        from lax import mpi
+        return [mpi.ppermute(_stacked(x, d, size), perm, axis_data.group)], [0]
     if d is None and len(perm) == size:
         return [x], [None]  # every member gets the common value
     return [_apply_perm(_stacked(x, d, size), perm, size)], [0]
@@ -512,9 +574,15 @@ def _pbroadcast_batch(axis_data, vals, dims, *, axes, source):
     (x,), (d,) = vals, dims
     if axis_data.name not in axes:
         return _pass_through(pbroadcast_p, axis_data, x, d, dict(axes=axes, source=source))
+    from lax.shapes import index_in_dim
+    if axis_data.group is not None:
+        # the source member lives on process source // L, as its row source % L
+        from lax import mpi
+        root, row = divmod(source, axis_data.size)
+        v = x if d is None else index_in_dim(x, row, d, keepdims=False)
+        return [mpi.bcast(v, root, axis_data.group)], [None]
     if d is None:
         return [x], [None]
-    from lax.shapes import index_in_dim
     return [index_in_dim(x, source, d, keepdims=False)], [None]
 
 
@@ -596,7 +664,17 @@ def _reduce_scatter_batch(axis_data, vals, dims, *, axes, scatter_dimension, til
         shape = get_aval(total).shape
         total = reshape(total, shape[:sd] + (axis_size, shape[sd] // axis_size)
                         + shape[sd + 1:])
-    return [batching.moveaxis(total, sd, 0)], [0]
+    blocks = batching.moveaxis(total, sd, 0)   # [N, ...]: block b for member b
+    if axis_data.group is not None:
+        # this process's partial sums of every block; the sum over processes of blocks
+        # [rank * L, (rank + 1) * L) comes here
+        from lax import mpi
+        from lax.shapes import reshape
+        grp = axis_data.group
+        shape = get_aval(blocks).shape
+        blocks = reshape(blocks, (grp.size, axis_data.size) + shape[1:])
+        return [mpi.reduce_scatter(blocks, grp)], [0]
+    return [blocks], [0]
 
 
 def _reduce_scatter_transpose(cts, x, *, axes, scatter_dimension, tiled, axis_size):
@@ -608,10 +686,10 @@ def _reduce_scatter_transpose(cts, x, *, axes, scatter_dimension, tiled, axis_si
 
 
 def _check_size(fname, axis_data, traced_size):
-    if axis_data.size != traced_size:
+    if axis_data.global_size != traced_size:
         raise ValueError(f"{fname} over axis {axis_data.name!r}: traced for an axis of size "
-                         f"{traced_size}, but the axis has size {axis_data.size} (a jitted "
-                         "function traced under another vmap was reused; retrace it)")
+                         f"{traced_size}, but the axis has size {axis_data.global_size} (a "
+                         "jitted function traced under another vmap was reused; retrace it)")
 
 
 reduce_scatter_p = AxisPrimitive("reduce_scatter")
@@ -683,11 +761,25 @@ def _all_to_all_batch(axis_data, vals, dims, *, axes, split_axis, concat_axis, t
                              ("split_axis", "concat_axis"))
     _check_size("all_to_all", axis_data, axis_size)
     from lax.shapes import reshape
-    n = axis_data.size
-    v = _stacked(x, d, n)                     # [m, ...]: member m's value
+    n = axis_size                              # members (across every process)
+    v = _stacked(x, d, axis_data.size)        # [m, ...]: member m's value (this process's)
     s = split_axis + 1                         # the split dim in the stacked value
+    grp = axis_data.group
+
+    def exchange(v):
+        # [b, m, ...] over this process's senders m -> over this process's receivers b
+        # and every sender m (process-major), through MPI_Alltoall of the blocks
+        if grp is None:
+            return v
+        from lax import mpi
+        shape = get_aval(v).shape
+        v = reshape(v, (grp.size, shape[0] // grp.size) + shape[1:])
+        v = batching.moveaxis(mpi.alltoall(v, grp), 0, 1)    # [b, q, m_q, ...]
+        shape = get_aval(v).shape
+        return reshape(v, (shape[0], shape[1] * shape[2]) + shape[3:])
+
     if not tiled:
-        v = batching.moveaxis(v, s, 0)         # [b, m, ...]: the block member m sends to b
+        v = exchange(batching.moveaxis(v, s, 0))   # [b, m, ...]: the block m sends to b
         return [batching.moveaxis(v, 1, concat_axis + 1)], [0]
     shape = get_aval(v).shape
     v = reshape(v, shape[:s] + (n, shape[s] // n) + shape[s + 1:])
@@ -696,7 +788,7 @@ def _all_to_all_batch(axis_data, vals, dims, *, axes, split_axis, concat_axis, t
     c = concat_axis + 1
     c = c + 1 if c >= s else c
     c = c + 1 if c < s else c
-    v = batching.moveaxis(v, s, 0)             # [b, m, ...]
+    v = exchange(batching.moveaxis(v, s, 0))   # [b, m, ...]
     # joined along the concat dim, member-major: m goes right before it, then they merge
     v = batching.moveaxis(v, 1, c - 1)
     shape = get_aval(v).shape
@@ -772,6 +864,7 @@ def _psend_batch(axis_data, vals, dims, *, axes, perm):
     (x,), (d,) = vals, dims
     if axis_data.name not in axes:
         return _pass_through(psend_p, axis_data, x, d, dict(axes=axes, perm=perm))
+    _not_across_processes("psend", axis_data)
     _mailbox(axis_data).setdefault(perm, []).append(_stacked(x, d, axis_data.size))
     return [create_token_p.bind()], [None]
 
@@ -801,6 +894,14 @@ def _precv_batch(axis_data, vals, dims, *, axes, perm, out_aval):
         raise TypeError(f"precv: out_shape {out_aval.str_short()} does not match the value "
                         f"sent by psend ({got.update(shape=got.shape[1:]).str_short()})")
     return [_apply_perm(v, perm, axis_data.size)], [0]
+
+
+def _not_across_processes(fname, axis_data):
+    if axis_data.group is not None:
+        raise NotImplementedError(
+            f"{fname} over the pmap axis {axis_data.name!r}, which spans "
+            f"{axis_data.group.size} processes, is not supported yet; use ppermute (or "
+            "all_to_all) over it, or run it over a vmap axis inside the pmap")
 
 
 def _batched(aval, size):
@@ -946,6 +1047,7 @@ def _ragged_a2a_batch(axis_data, vals, dims, *, axes, axis_size):
         raise NotImplementedError(
             "ragged_all_to_all inside a vmap over another axis name than its own is not "
             "supported; put the vmap over its axis innermost")
+    _not_across_processes("ragged_all_to_all", axis_data)
     _check_size("ragged_all_to_all", axis_data, axis_size)
     m_size = axis_data.size
     op, out, io, ss, oo, rs = (_stacked(v, d, m_size) for v, d in zip(vals, dims))

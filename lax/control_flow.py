@@ -254,7 +254,7 @@ def _batch_jaxpr(closed: ClosedJaxpr, axis_data, in_batched, instantiate):
         dims = [0 if b else None for b in in_batched]
         outs, out_dims = batching.vmap_flat(
             functools.partial(eval_jaxpr, closed.jaxpr, closed.consts), size, axis_data.name,
-            dims, list(args))
+            dims, list(args), axis_data.group)
         out_bat = [d is not None or inst for d, inst in _zip(out_dims, instantiate)]
         box.append(out_bat)
         return [batching.matchaxis(size, d, 0, o) if b else o
@@ -573,7 +573,7 @@ def _cond_batch(axis_data, vals, dims, *, branches):
                     b_dims.append(d)
             outs, out_dims = batching.vmap_flat(
                 functools.partial(eval_jaxpr, b.jaxpr, b.consts), size, axis_data.name,
-                b_dims, b_ops)
+                b_dims, b_ops, axis_data.group)
             branch_outs.append([batching.matchaxis(size, d, 0, o)
                                 for o, d in _zip(outs, out_dims)])
         results = []
@@ -1819,7 +1819,8 @@ def _composite_batch(axis_data, vals, dims, *, jaxpr, name, attributes, version)
                                 version=version)
         return outs, [None] * len(outs)
     return batching.vmap_flat(functools.partial(eval_jaxpr, jaxpr.jaxpr, jaxpr.consts),
-                              axis_data.size, axis_data.name, list(dims), list(vals))
+                              axis_data.size, axis_data.name, list(dims), list(vals),
+                              axis_data.group)
 
 
 composite_p = _ControlFlowPrimitive("composite")

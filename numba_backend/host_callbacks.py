@@ -40,8 +40,12 @@ import weakref
 
 import numpy as np
 
-# The primitives a driver may call back (their impls take and return arrays only).
-PRIMITIVES = frozenset({"pure_callback", "io_callback", "debug_callback"})
+# The primitives a driver may call back (their impls take and return arrays only): the
+# callbacks, and the MPI steps of the collectives over a multi-process pmap axis
+# (lax/mpi.py's PRIMITIVE_NAMES), so that a loop holding a psum stays compiled.
+PRIMITIVES = frozenset({"pure_callback", "io_callback", "debug_callback",
+                        "mpi_allreduce", "mpi_allgather", "mpi_reduce_scatter",
+                        "mpi_alltoall", "mpi_ppermute", "mpi_bcast"})
 
 stats = {"calls": 0}        # calls from compiled drivers (tests read it)
 

@@ -39,6 +39,9 @@ LINEAR_ELSEWHERE = {
     "closed_call", "checkpoint", "name", "custom_lin", "custom_jvp_call", "custom_vjp_call",
     "add_any", "ppermute", "pbroadcast", "reduce_scatter", "all_to_all",
     "ragged_all_to_all", "custom_linear_solve",
+    # the MPI steps of multi-process pmap (tests/test_distributed.py)
+    "mpi_allreduce", "mpi_allgather", "mpi_reduce_scatter", "mpi_alltoall", "mpi_ppermute",
+    "mpi_bcast",
 }
 
 # kind -> {primitive name: why it has no such rule}
@@ -83,6 +86,7 @@ OWN_TESTS = {
     "lax.solves": "tests/lax/test_lax_extras.py",
     "lax.callbacks": "tests/test_callbacks.py",
     "lax.ffi": "tests/test_ffi.py",
+    "lax.mpi": "tests/test_distributed.py",
 }
 RECORD_EXEMPT = {"stop_gradient": "tests/test_autodiff.py"}
 

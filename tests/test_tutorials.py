@@ -11,7 +11,7 @@ TUTORIALS = sorted(f for f in os.listdir(os.path.join(ROOT, "tutorials"))
 
 
 def test_all_tutorials_present():
-    assert [t[:2] for t in TUTORIALS] == ["01", "02", "03", "04", "05", "06", "07"]
+    assert [t[:2] for t in TUTORIALS] == ["01", "02", "03", "04", "05", "06", "07", "08"]
 
 
 @pytest.mark.parametrize("name", TUTORIALS)

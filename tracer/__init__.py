@@ -20,7 +20,12 @@ import tracer.numpy as numpy
 from tracer import api
 from tracer.api import (block_until_ready, device_get, device_put, eval_shape,
                         grad, hessian, jacfwd, jacrev, jit, jvp, linearize, make_jaxpr,
-                        value_and_grad, vjp, vmap)
+                        value_and_grad, vjp, vmap, pmap, device_count, local_device_count)
+# processes and devices (mpi4py loads only when launched under MPI, at the first query)
+from tracer import distributed
+from tracer.distributed import devices, local_devices, process_count, process_index
+from tracer import sharding
+from tracer.sharding import shard_map
 import tracer.random as random
 # ``from tracer import lax`` / ``import tracer.lax``, as JAX users write it.
 import sys as _sys

@@ -216,7 +216,7 @@ def _checkpoint_batch(axis_data, vals, dims, *, jaxpr, **params):
             axis_data.name not in batching.jaxpr_axis_names(jaxpr.jaxpr)):
         outs = checkpoint_p.bind(*vals, jaxpr=jaxpr, **params)
         return outs, [None] * len(outs)
-    new, dims_out = batch_jaxpr(jaxpr, axis_data.size, dims, axis_data.name)
+    new, dims_out = batch_jaxpr(jaxpr, axis_data.size, dims, axis_data.name, axis_data.group)
     return checkpoint_p.bind(*vals, jaxpr=new, **params), dims_out
 
 

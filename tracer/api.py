@@ -642,7 +642,14 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
     or ``out_axes`` is None for an output that depends on the mapped axis.
     """
     _check_callable(fun, "vmap")
-    fname = f"vmap({_fun_name(fun)})"
+    return _vmap(fun, in_axes, out_axes, axis_name, axis_size, f"vmap({_fun_name(fun)})")
+
+
+def _vmap(fun, in_axes, out_axes, axis_name, axis_size, fname, group=None,
+          check_size=None):
+    """vmap's body. ``group``: the process group of a multi-process pmap axis (the
+    collectives over ``axis_name`` then span the processes); ``check_size(size)``: pmap's
+    check of the mapped size against the local devices."""
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     _check_axes_spec(in_axes, "in_axes", fname)
@@ -730,6 +737,8 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
         else:
             raise ValueError(f"{fname} must map at least one argument (a non-None value in "
                              "in_axes, or a keyword argument), or be given axis_size")
+        if check_size is not None:
+            check_size(size)
         leaves = [x if a is None else _as_array(x) for x, a in zip(leaves, norm_axes)]
 
         def check_out(pairs):
@@ -741,7 +750,8 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
                         "pytrees of arrays")
 
         flat_fun, out = flatten_fun(fun, args_tree, kwargs=True, check_out=check_out)
-        outs, out_dims = batching.vmap_flat(flat_fun, size, axis_name, norm_axes, leaves)
+        outs, out_dims = batching.vmap_flat(flat_fun, size, axis_name, norm_axes, leaves,
+                                            group)
         out_tree, out_paths = out.tree, out.paths
         out_example = tree_unflatten(out_tree, outs)   # the output's structure, for out_axes
         single = len(out_paths) == 1 and not out_paths[0]
@@ -774,6 +784,112 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
         return tree_unflatten(out_tree, final)
 
     return vmapped
+
+
+# ------------------------------------------ pmap -----------------------------------------
+
+def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
+         static_broadcasted_argnums=(), devices=None, backend=None, axis_size=None,
+         donate_argnums=()):
+    """Map ``fun`` over the devices, SPMD across processes (``jax.pmap``, with JAX's
+    multi-process convention).
+
+    Each process calls the pmapped function on its *local* block: every mapped argument
+    has this process's local device count (``tracer.local_device_count()``, 1 by default;
+    ``TRACER_NUM_CPU_DEVICES``) along its ``in_axes`` axis, and the result is this
+    process's block, stacked along ``out_axes``. The mapped axis as a whole has
+    ``tracer.device_count()`` members, process-major: process p holds global members
+    ``p * L ... p * L + L - 1``. Collectives over ``axis_name`` (``lax.psum``, ``pmean``,
+    ``pmax``, ``pmin``, ``all_gather``, ``psum_scatter``, ``all_to_all``, ``ppermute``,
+    ``pbroadcast``, ``axis_index``) span every process: the local members are combined
+    by vmap's batched primitives, then the processes by one MPI call (lax/mpi.py: its
+    module docstring gives each collective's MPI call and a float psum's summation order).
+
+    On one process, ``pmap`` is ``vmap(fun, in_axes, out_axes, axis_name=axis_name)``
+    over the local devices, as JAX's pmap on local devices computes. Under MPI
+    (``mpiexec -n 4 python prog.py``, see ``tracer.distributed``) every process must make
+    the same pmapped calls, in the same order, with the same shapes and dtypes (checked
+    by each collective before it communicates: ValueError).
+
+    - ``in_axes`` / ``out_axes``: as vmap's (ints, None, pytree prefixes).
+    - ``static_broadcasted_argnums``: positional arguments passed to ``fun`` as they are
+      (Python values, not mapped, not traced), as jit's static_argnums.
+    - ``axis_size``: the local size when no argument is mapped.
+    - ``devices``, ``backend``, ``donate_argnums``: accepted for compatibility; the
+      devices are this process's CPU devices, and nothing is donated.
+
+    It does not compile ``fun`` by itself: ``jit(pmap(f))`` (or ``pmap(jit(f))``) runs
+    it compiled, the MPI calls as host steps between kernels (a loop holding a
+    collective stays compiled).
+
+    Raises ValueError when the mapped size exceeds the local device count (one process;
+    JAX's "requires N logical devices" error) or differs from it (several processes,
+    where every process maps exactly its local devices), and vmap's errors otherwise.
+    """
+    _check_callable(fun, "pmap")
+    fname = f"pmap({_fun_name(fun)})"
+    if isinstance(static_broadcasted_argnums, int):
+        static_broadcasted_argnums = (static_broadcasted_argnums,)
+    static = tuple(operator.index(i) for i in static_broadcasted_argnums)
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+
+    @functools.wraps(fun, updated=())
+    def pmapped(*args, **kwargs):
+        from tracer import distributed
+        w = distributed.world()
+        nargs = len(args)
+        st = sorted({i % nargs if -nargs <= i < nargs else i for i in static})
+        bad = [i for i in st if not 0 <= i < nargs]
+        if bad:
+            raise ValueError(f"{fname}: static_broadcasted_argnums {static} names argument "
+                             f"{bad[0]}, but the call has {nargs} positional arguments")
+        dyn = [i for i in range(nargs) if i not in st]
+
+        def f(*dyn_args, **kw):
+            full = list(args)
+            for i, a in zip(dyn, dyn_args):
+                full[i] = a
+            return fun(*full, **kw)
+
+        axes = in_axes
+        if isinstance(in_axes, tuple) and st:
+            if len(in_axes) != nargs:
+                raise ValueError(f"{fname}: in_axes has {len(in_axes)} entries for {nargs} "
+                                 "positional arguments (static ones included)")
+            axes = tuple(in_axes[i] for i in dyn)
+
+        def check_size(size):
+            n = w.local_size
+            if w.size == 1 and size > n:
+                raise ValueError(
+                    f"{fname}: the mapped axis has size {size}, which needs {size} devices, "
+                    f"but this process has {n} (tracer.local_devices()); give it more with "
+                    f"TRACER_NUM_CPU_DEVICES={size} (as JAX's "
+                    f"--xla_force_host_platform_device_count), or use vmap")
+            if w.size > 1 and size != n:
+                raise ValueError(
+                    f"{fname}: process {w.rank} of {w.size} passed a block of {size} along "
+                    f"the mapped axis; under several processes each passes exactly its "
+                    f"local device count, {n} (the whole axis has {n * w.size} members)")
+
+        mapped = _vmap(f, axes, out_axes, axis_name, axis_size, fname,
+                       group=w if w.size > 1 else None, check_size=check_size)
+        return mapped(*[args[i] for i in dyn], **kwargs)
+
+    return pmapped
+
+
+def device_count() -> int:
+    """The number of devices of every process together (jax.device_count)."""
+    from tracer import distributed
+    return distributed.world().size * distributed.world().local_size
+
+
+def local_device_count() -> int:
+    """The number of this process's devices (jax.local_device_count)."""
+    from tracer import distributed
+    return distributed.world().local_size
 
 
 # ------------------------------------ jacobians ------------------------------------------

@@ -251,7 +251,8 @@ def _run_batched(axis_data, fun, in_dims, args):
         if m.global_data is axis_data and m.trace_type is batching.BatchTrace:
             main = m
     if main is None:
-        return batching.vmap_flat(fun, axis_data.size, axis_data.name, in_dims, args)
+        return batching.vmap_flat(fun, axis_data.size, axis_data.name, in_dims, args,
+                                  axis_data.group)
     trace = batching.BatchTrace(main)
     tracers = [batching.BatchTracer(trace, x, d) if d is not None else x
                for x, d in zip(args, in_dims)]
@@ -268,7 +269,7 @@ def batch_jaxpr_at_front(closed: ClosedJaxpr, axis_data, dims):
     def fun(*args):
         outs, out_dims = batching.vmap_flat(
             lambda *xs: eval_jaxpr(closed.jaxpr, closed.consts, *xs), size, axis_data.name,
-            dims, args)
+            dims, args, axis_data.group)
         return [batching.matchaxis(size, d, 0, o) for o, d in zip(outs, out_dims)]
 
     return pe.trace_to_closed_jaxpr(fun, in_avals)

@@ -45,16 +45,28 @@ axis_name_params: dict = {}
 
 
 class AxisData:
-    """The size and (optional) name of the axis a ``BatchTrace`` maps over."""
+    """The size and (optional) name of the axis a ``BatchTrace`` maps over.
 
-    __slots__ = ("size", "name")
+    ``group``: for a multi-process ``pmap`` axis, the ``tracer.distributed.ProcessGroup``
+    the axis spans (None otherwise). ``size`` is then this process's share (its local
+    devices) and ``global_size`` the whole axis (``size * group.size``): a collective over
+    the axis combines the local members with the batched primitives, then the processes
+    over MPI (lax/collectives.py, lax/mpi.py)."""
 
-    def __init__(self, size, name):
+    __slots__ = ("size", "name", "group")
+
+    def __init__(self, size, name, group=None):
         self.size = size
         self.name = name
+        self.group = group
+
+    @property
+    def global_size(self):
+        return self.size if self.group is None else self.size * self.group.size
 
     def __repr__(self):
-        return f"AxisData(size={self.size}, name={self.name!r})"
+        extra = "" if self.group is None else f", group={self.group!r}"
+        return f"AxisData(size={self.size}, name={self.name!r}{extra})"
 
 
 class BatchTracer(Tracer):
@@ -117,12 +129,13 @@ class BatchTrace(Trace):
         return [BatchTracer(self, x, d) for x, d in zip(vals_out, dims_out)]
 
 
-def vmap_flat(f: Callable, axis_size: int, axis_name, in_dims, args):
+def vmap_flat(f: Callable, axis_size: int, axis_name, in_dims, args, group=None):
     """Batch ``f`` (flat list of args -> flat list of outputs) over ``args`` with batch
     axes ``in_dims`` (None: not mapped). Returns ``(outs, out_dims)`` as the rules left
     them: an output's batch axis may be anywhere, or None when it does not depend on the
-    mapped inputs."""
-    with new_main(BatchTrace, AxisData(axis_size, axis_name)) as main:
+    mapped inputs. ``group``: the process group of a multi-process pmap axis
+    (``AxisData.group``); rules re-batching a sub-jaxpr pass their ``axis_data.group``."""
+    with new_main(BatchTrace, AxisData(axis_size, axis_name, group)) as main:
         trace = BatchTrace(main)
         tracers_in = [BatchTracer(trace, x, d) if d is not not_mapped else x
                       for x, d in zip(args, in_dims)]
@@ -163,8 +176,9 @@ def find_axis_main(name, fname: str = "a collective"):
 
 
 def axis_size(name, fname: str = "a collective") -> int:
-    """The size of the mapped axis ``name`` (NameError when unbound)."""
-    return find_axis_main(name, fname).global_data.size
+    """The size of the mapped axis ``name`` (NameError when unbound): for a
+    multi-process pmap axis, the whole axis across the processes."""
+    return find_axis_main(name, fname).global_data.global_size
 
 
 def trace_for_axes(args, names, fname: str, strict: bool = True):

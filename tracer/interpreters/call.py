@@ -106,11 +106,12 @@ def _call_jvp(p, primals, tangents, *, jaxpr, **params):
 
 # ---------------------------------------- batching ----------------------------------------
 
-def batch_jaxpr(closed: ClosedJaxpr, axis_size, dims_in, axis_name=None):
+def batch_jaxpr(closed: ClosedJaxpr, axis_size, dims_in, axis_name=None, group=None):
     """Batch a closed jaxpr: ``(new_closed, dims_out)`` where ``new_closed`` takes the
     operands batched along ``dims_in`` (None: unmapped) and returns each output batched
     along axis 0, or unmapped (``dims_out`` entry None) when it does not depend on the
-    mapped operands. ``axis_name`` names the axis for collectives inside."""
+    mapped operands. ``axis_name`` names the axis for collectives inside; ``group`` is its
+    process group (``AxisData.group``) when it is a multi-process pmap axis."""
     in_avals = []
     for a, d in zip(closed.in_avals, dims_in):
         if d is None:
@@ -124,7 +125,7 @@ def batch_jaxpr(closed: ClosedJaxpr, axis_size, dims_in, axis_name=None):
     def fun(*args):
         outs, out_dims = batching.vmap_flat(
             lambda *xs: eval_jaxpr(closed.jaxpr, closed.consts, *xs), axis_size, axis_name,
-            dims_in, args)
+            dims_in, args, group)
         dims_out[:] = [None if d is None else 0 for d in out_dims]
         return [o if d is None else batching.moveaxis(o, d, 0) for o, d in zip(outs, out_dims)]
 
@@ -138,7 +139,7 @@ def _call_batch(p, axis_data, vals, dims, *, jaxpr, **params):
                 jaxpr.jaxpr)):
         outs = p.bind(*vals, jaxpr=jaxpr, **params)
         return outs, [None] * len(outs)
-    new, dims_out = batch_jaxpr(jaxpr, axis_data.size, dims, axis_data.name)
+    new, dims_out = batch_jaxpr(jaxpr, axis_data.size, dims, axis_data.name, axis_data.group)
     outs = p.bind(*vals, jaxpr=new, **params)
     return outs, dims_out
 
