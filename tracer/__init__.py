@@ -20,10 +20,11 @@ import tracer.numpy as numpy
 from tracer import api
 from tracer.api import (block_until_ready, device_get, device_put, eval_shape,
                         grad, hessian, jacfwd, jacrev, jit, jvp, linearize, make_jaxpr,
-                        value_and_grad, vjp, vmap, pmap, device_count, local_device_count)
+                        value_and_grad, vjp, vmap, pmap)
 # processes and devices (mpi4py loads only when launched under MPI, at the first query)
 from tracer import distributed
-from tracer.distributed import devices, local_devices, process_count, process_index
+from tracer.distributed import (device_count, devices, local_device_count, local_devices,
+                                process_count, process_index)
 from tracer import sharding
 from tracer.sharding import shard_map
 import tracer.random as random

@@ -880,18 +880,6 @@ def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
     return pmapped
 
 
-def device_count() -> int:
-    """The number of devices of every process together (jax.device_count)."""
-    from tracer import distributed
-    return distributed.world().size * distributed.world().local_size
-
-
-def local_device_count() -> int:
-    """The number of this process's devices (jax.local_device_count)."""
-    from tracer import distributed
-    return distributed.world().local_size
-
-
 # ------------------------------------ jacobians ------------------------------------------
 
 def _std_basis(leaves):

@@ -245,6 +245,12 @@ def process_count() -> int:
     return world().size
 
 
+def device_count() -> int:
+    """The number of devices of every process together (jax.device_count)."""
+    w = world()
+    return w.size * w.local_size
+
+
 def local_device_count() -> int:
     """The number of devices of this process (jax.local_device_count)."""
     return world().local_size
