@@ -250,7 +250,14 @@ def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
         x = x.reshape((B, N // B, C) + x.shape[2:])
         x = np.moveaxis(x, 0, 1).reshape((N // B, B * C) + x.shape[3:])
         G = B
-    compute_dt = np.promote_types(x.dtype, out_dt) if out_dt != x.dtype else x.dtype
+    if dtypes.is_lowp(x.dtype) or dtypes.is_lowp(out_dt):
+        # as dot_general: accumulate in float32 (int64 for the narrow integers), round once
+        x, w = x.astype(dtypes.compute_dtype(x.dtype)), w.astype(dtypes.compute_dtype(w.dtype))
+        compute_dt = np.dtype(np.float32) if dtypes.is_floating(x.dtype) else np.dtype(np.int64)
+        if not dtypes.is_lowp(out_dt) and out_dt.itemsize > compute_dt.itemsize:
+            compute_dt = out_dt
+    else:
+        compute_dt = np.promote_types(x.dtype, out_dt) if out_dt != x.dtype else x.dtype
     if dtypes.is_integer(compute_dt) or compute_dt == np.bool_:
         compute_dt = np.dtype(np.int64) if not dtypes.is_unsigned_integer(compute_dt) else \
             np.dtype(np.uint64)

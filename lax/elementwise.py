@@ -18,7 +18,8 @@ from tracer.interpreters.ad import Zero, defjvp, defjvp_zero, deflinear, defbili
 from lax.utils import (_any, _bool, _bool_or_int, _complex, _float, _inexact, _int, _num,
                        _ordered, _signed_num, as_lax_value, check_dtype,
                        check_same_shapes_dtypes, np_errstate, promote_weak_scalars,
-                       scalar_like, standard_naryop, standard_unop)
+                       scalar_like, standard_naryop, standard_unop, LOWP_IMPLS,
+                       lowp_widening, narrow)
 
 
 def _const(x, value):
@@ -202,6 +203,32 @@ def _logistic_impl(x):
 
 
 logistic_p = standard_unop("logistic", _logistic_impl, _inexact)
+
+
+def _narrow_step(fn, dt, *args):
+    """One XLA op on low-precision values: computed in the widened type, rounded to ``dt``."""
+    wide = dtypes.compute_dtype(dt)
+    with np.errstate(all="ignore"):
+        return narrow(fn(*(np.asarray(a).astype(wide) for a in args)), dt)
+
+
+def _lowp_exp2(x):
+    # JAX lowers exp2 to exp(log(2) * x) in the operand's type: the constant and the
+    # product round to it too.
+    c = narrow(np.asarray(np.log(2.0), np.float32), x.dtype)
+    return _narrow_step(np.exp, x.dtype, _narrow_step(np.multiply, x.dtype, c, x))
+
+
+def _lowp_logistic(x):
+    # 1 / (1 + exp(-x)), each step rounded (XLA expands logistic for these types)
+    dt = x.dtype
+    one = np.asarray(1.0, dt)
+    e = _narrow_step(np.exp, dt, _narrow_step(np.negative, dt, x))
+    return _narrow_step(np.divide, dt, one, _narrow_step(np.add, dt, one, e))
+
+
+LOWP_IMPLS["exp2"] = _lowp_exp2
+LOWP_IMPLS["logistic"] = _lowp_logistic
 defjvp(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(_const(ans, 1), ans))), with_ans=True)
 
 
@@ -1233,8 +1260,14 @@ def _convert_np(x, new_dtype):
         x = np.real(x)
     if new_dtype == np.bool_:
         return x != 0
+    if dtypes.is_lowp(x.dtype):
+        # exact in float32/float16 (or 8 bits), so one rounding below, as XLA's
+        x = x.astype(np.float32 if dtypes.is_floating(x.dtype) else np.int8
+                     if dtypes.is_signed_integer(x.dtype) else np.uint8)
+        if x.dtype == new_dtype:
+            return x
     if dtypes.is_inexact(x.dtype) and dtypes.is_integer(new_dtype):
-        info = np.iinfo(new_dtype)
+        info = dtypes.iinfo(new_dtype)
         with np.errstate(all="ignore"):
             t = np.trunc(x.astype(np.float64))
             out = np.where(np.isnan(t), 0, t)
@@ -1242,6 +1275,8 @@ def _convert_np(x, new_dtype):
             hi_sat = out >= float(info.max)
             safe = np.where(lo_sat | hi_sat, 0, out).astype(new_dtype)
         return np.where(lo_sat, info.min, np.where(hi_sat, info.max, safe)).astype(new_dtype)
+    if dtypes.is_lowp(new_dtype):
+        return narrow(x, new_dtype)
     with np.errstate(all="ignore"):
         return x.astype(new_dtype)
 
@@ -1374,7 +1409,7 @@ def _reduce_precision_impl(x, *, exponent_bits, mantissa_bits):
 
 reduce_precision_p = Primitive("reduce_precision")
 reduce_precision_p.def_abstract_eval(_reduce_precision_abstract_eval)
-reduce_precision_p.def_impl(_reduce_precision_impl)
+reduce_precision_p.def_impl(lowp_widening("reduce_precision", _reduce_precision_impl))
 deflinear(reduce_precision_p, lambda cts, x, **p: [reduce_precision_p.bind(cts[0], **p)])
 batching.defvectorized(reduce_precision_p)
 

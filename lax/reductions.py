@@ -15,7 +15,7 @@ from tracer.core import Primitive, ShapedArray, get_aval
 from tracer.interpreters import ad, batching
 from tracer.interpreters.ad import Zero, deflinear
 from lax.utils import (_any, _bool_or_int, _num, _ordered, as_lax_value, canonicalize_axis,
-                       check_dtype, np_errstate)
+                       check_dtype, lowp_widening, np_errstate)
 from lax import elementwise as ew
 from lax import shapes
 
@@ -42,7 +42,8 @@ def _reduce_abstract_eval(name, allowed):
 def _make_reducer(name, impl, allowed):
     p = Primitive(name)
     p.def_abstract_eval(_reduce_abstract_eval(name, allowed))
-    p.def_impl(impl)
+    # the low-precision types accumulate in float32 (or 8 bits) and round once
+    p.def_impl(lowp_widening(name, impl))
     batching.defreducer(p)
     return p
 

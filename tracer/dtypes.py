@@ -193,11 +193,16 @@ def iinfo(dtype):
     return ml_dtypes.iinfo(dtype)
 
 
+_F16_COMPUTED = frozenset(FLOAT8_DTYPES + (float4_e2m1fn,)) - {float8_e8m0fnu}
+
+
 def compute_dtype(dtype) -> np.dtype:
     """The dtype the eager impls compute a low-precision type in (XLA's CPU backend
     widens them the same way, and rounds each result once): float32 for the ml_dtypes
     floats, int8/uint8 for the 2- and 4-bit integers; other dtypes are their own."""
     dt = np.dtype(dtype)
+    if dt in _F16_COMPUTED:
+        return float16
     if dt in _LOWP_FLOAT:
         return float32
     if dt in _LOWP_SINT:
