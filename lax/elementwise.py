@@ -586,7 +586,7 @@ def _int_div(x, y):
     else:
         q = x // ys
     q = np.where(zero, np.array(-1).astype(x.dtype) if dtypes.is_signed_integer(x.dtype)
-                 else np.iinfo(x.dtype).max, q)
+                 else dtypes.iinfo(x.dtype).max, q)
     return q.astype(x.dtype)
 
 
@@ -995,7 +995,7 @@ def _total_order_key(x):
         return x
     it = np.dtype(f"i{x.dtype.itemsize}")
     i = x.view(it)
-    mask = np.iinfo(it).max
+    mask = dtypes.iinfo(it).max
     return np.where(i < 0, i ^ np.asarray(mask, it), i)
 
 
@@ -1319,8 +1319,14 @@ def bitcast_convert_type(operand, new_dtype):
     return bitcast_convert_type_p.bind(operand, new_dtype=new_dtype)
 
 
+def _bit_width(dt):
+    # ml_dtypes keeps a 4- or 2-bit value in the low bits of a byte
+    return {dtypes.int4: 4, dtypes.uint4: 4, dtypes.float4_e2m1fn: 4, dtypes.int2: 2,
+            dtypes.uint2: 2}.get(np.dtype(dt), np.dtype(dt).itemsize * 8)
+
+
 def _bitcast_abstract_eval(x, *, new_dtype):
-    old, new = x.dtype.itemsize, np.dtype(new_dtype).itemsize
+    old, new = _bit_width(x.dtype), _bit_width(new_dtype)
     if old == new:
         shape = x.shape
     elif old > new:
@@ -1335,9 +1341,22 @@ def _bitcast_abstract_eval(x, *, new_dtype):
 
 
 def _bitcast_impl(x, *, new_dtype):
-    old, new = x.dtype.itemsize, np.dtype(new_dtype).itemsize
+    old, new = _bit_width(x.dtype), _bit_width(new_dtype)
     # (ascontiguousarray alone would turn a 0-d operand into shape (1,))
     x = np.ascontiguousarray(x).reshape(x.shape)
+    if (old % 8 or new % 8) and old != new:
+        # sub-byte types: split or join the bits, lowest-order piece first (as XLA)
+        uo = np.dtype(f"u{max(old // 8, 1)}")
+        un = np.dtype(f"u{max(new // 8, 1)}")
+        bits = x.view(uo).astype(np.uint64)
+        if old > new:
+            k = old // new
+            shifts = np.arange(k, dtype=np.uint64) * np.uint64(new)
+            parts = (bits[..., None] >> shifts) & np.uint64((1 << new) - 1)
+            return parts.astype(un).view(new_dtype)
+        shifts = np.arange(new // old, dtype=np.uint64) * np.uint64(old)
+        joined = np.bitwise_or.reduce(bits << shifts, axis=-1)
+        return joined.astype(un).view(new_dtype)
     if old == new:
         return x.view(new_dtype)
     if old > new:

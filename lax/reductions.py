@@ -138,7 +138,7 @@ def _minmax_identity(dtype, is_max):
         return not is_max
     if dtypes.is_floating(dt):
         return -np.inf if is_max else np.inf
-    info = np.iinfo(dt)
+    info = dtypes.iinfo(dt)
     return info.min if is_max else info.max
 
 
@@ -148,16 +148,16 @@ def _float_minmax(x, axes, is_max):
     (lowering/reductions.py), order-independent. A NaN result is the canonical quiet NaN
     (XLA:CPU passes some operand NaN through, which depends on its reduction order)."""
     it = np.dtype(f"i{x.dtype.itemsize}")
-    top = np.iinfo(it).max
+    top = dtypes.iinfo(it).max
     i = np.ascontiguousarray(x).view(it)
     keys = np.where(i < 0, i ^ top, i)
-    ext = top if is_max else np.iinfo(it).min
+    ext = top if is_max else dtypes.iinfo(it).min
     keys = np.where(np.isnan(x), np.asarray(ext, it), keys)
     start = np.asarray(-np.inf if is_max else np.inf, x.dtype).view(it)
     fn = np.max if is_max else np.min
     k = np.asarray(fn(keys, axis=axes, initial=start if start >= 0 else start ^ top))
     out = np.where(k < 0, k ^ top, k).astype(it).view(x.dtype)
-    return np.where((k == top) | (k == np.iinfo(it).min), np.asarray(np.nan, x.dtype), out)
+    return np.where((k == top) | (k == dtypes.iinfo(it).min), np.asarray(np.nan, x.dtype), out)
 
 
 def _fast_float_minmax(x, axes, is_max):

@@ -744,7 +744,8 @@ cumprod_p = _make_cum("cumprod", lambda y, a: np.cumprod(y, a, dtype=y.dtype), _
 cummax_p = _make_cum("cummax", _cum_minmax(True), _ordered, ew.max, _max_identity)
 cummin_p = _make_cum("cummin", _cum_minmax(False), _ordered, ew.min, _min_identity)
 cumlogsumexp_p = _make_cum("cumlogsumexp", _plus_zero(np.logaddexp.accumulate),
-                           (dtypes.float16, dtypes.float32, dtypes.float64), _logaddexp,
+                           (dtypes.float16, dtypes.float32, dtypes.float64)
+                           + dtypes.LOWP_FLOAT_DTYPES, _logaddexp,
                            lambda dt: -np.inf)
 
 
