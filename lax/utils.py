@@ -87,10 +87,10 @@ def _weak_scalar(fname, a, dt):
     hit = _weak_scalars.get(key) if cache else None
     if hit is not None:
         return hit
-    if dt.kind in "iu" and type(a) is float:
+    if dtypes.is_integer(dt) and type(a) is float:
         raise TypeError(f"{fname}: cannot combine the float scalar {a!r} with an "
                         f"integer array of dtype {dt}; convert explicitly")
-    if dt.kind != "c" and type(a) is complex:
+    if not dtypes.is_complex(dt) and type(a) is complex:
         raise TypeError(f"{fname}: cannot combine the complex scalar {a!r} with "
                         f"an array of dtype {dt}")
     out = Array(dtypes.scalar_to_dtype(a, dt), weak_type=True)

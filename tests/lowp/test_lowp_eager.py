@@ -203,3 +203,24 @@ def test_cumlogsumexp_takes_bfloat16():
     assert got.dtype == ml_dtypes.bfloat16
     want = np.log(np.arange(1, 5, dtype=np.float32)).astype(ml_dtypes.bfloat16)
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_mulhi_at_the_narrow_width_and_weak_float_refusal():
+    x = np.array([7, -8, -3, 5], ml_dtypes.int4)
+    y = np.array([7, -8, 4, -2], ml_dtypes.int4)
+    np.testing.assert_array_equal(np.asarray(lax.mulhi(x, y)).astype(int),
+                                  [(int(a) * int(b)) >> 4 for a, b in zip(x, y)])
+    u = np.array([15, 9], ml_dtypes.uint4)
+    np.testing.assert_array_equal(np.asarray(lax.mulhi(u, u)).astype(int), [14, 5])
+    with pytest.raises(TypeError, match=r"add: cannot combine the float scalar 1.5 with an "
+                                        r"integer array of dtype int4"):
+        lax.add(x, 1.5)
+
+
+def test_debug_nans_sees_bfloat16_nans():
+    tracer.config.update("debug_nans", True)
+    try:
+        with pytest.raises(FloatingPointError, match=r"nan.*log.*bfloat16"):
+            tracer.jit(lambda v: tnp.log(v))(_bf16([-1.0]))
+    finally:
+        tracer.config.update("debug_nans", False)
