@@ -147,3 +147,31 @@ def test_bf16_mlp_trains_tracking_float32():
     for a, b in zip(tracer.tree_util.tree_leaves(step_fn(pbf, xbf, ybf)),
                     tracer.tree_util.tree_leaves(step(pbf, xbf, ybf))):
         assert _same_bits(a, b)
+
+
+def test_grad_through_preferred_element_type_products():
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(4, 5)).astype(np.float32).astype(BF16)
+    dn = (((1,), (0,)), ((), ()))
+    f = lambda x, y: tnp.sum(lax.dot_general(x, y, dn, preferred_element_type=np.float32))  # noqa: E731
+    gx, gy = tracer.grad(f, argnums=(0, 1))(a, a.T.copy())
+    assert gx.dtype == BF16 and gy.dtype == BF16
+    # d/dx sum(x @ y) = row sums of y, broadcast; here y = a.T
+    want = np.broadcast_to(a.astype(np.float32).sum(0), (4, 5)).astype(BF16)
+    np.testing.assert_array_equal(np.asarray(gx).view(np.uint16), want.view(np.uint16))
+    lhs, rhs = a.reshape(1, 1, 4, 5), np.ones((1, 1, 2, 2), np.float32).astype(BF16)
+    h = lambda l, r: tnp.sum(lax.conv_general_dilated(  # noqa: E731
+        l, r, (1, 1), "VALID", preferred_element_type=np.float32))
+    gl, gr = tracer.grad(h, argnums=(0, 1))(lhs, rhs)
+    assert gl.dtype == BF16 and gr.dtype == BF16
+    # d/drhs[0,0,0,0] = the sum of the lhs window it meets: lhs[:3, :4]
+    assert float(np.asarray(gr)[0, 0, 0, 0]) == float(
+        np.float32(a.astype(np.float32)[:3, :4].sum()).astype(BF16))
+    assert _same_bits(tracer.jit(tracer.grad(h, argnums=(0, 1)))(lhs, rhs)[1], gr)
+
+
+def test_vmap_of_cond_and_higher_derivatives():
+    a = np.random.default_rng(4).normal(size=(4, 5)).astype(np.float32).astype(BF16)
+    c = lambda x: lax.cond(x.sum() > 0, lambda v: v * 2, lambda v: v - 1, x)  # noqa: E731
+    assert _same_bits(tracer.vmap(c)(a), np.stack([np.asarray(c(r)) for r in a]))
+    assert tracer.hessian(lambda v: tnp.sum(v ** 3))(a[0]).dtype == BF16
