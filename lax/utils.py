@@ -208,7 +208,9 @@ def _bit_width(dt):
 
 def lowp_widening(name: str, impl: Callable, result_dtype=None) -> Callable:
     """``impl`` for the ml_dtypes types as XLA's CPU backend computes them: operands
-    widen to float32 (floats) or 8 bits (2-/4-bit integers), the impl runs there, and
+    widen (``dtypes.compute_dtype``: float32 for bfloat16 and float8_e8m0fnu, float16
+    for the other float8/float4 formats, 8 bits for the 2-/4-bit integers), the impl
+    runs there, and
     the result rounds once (to nearest even, floats) or wraps (integers) to the result
     dtype. Other operands go straight to ``impl``."""
 

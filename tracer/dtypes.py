@@ -197,9 +197,11 @@ _F16_COMPUTED = frozenset(FLOAT8_DTYPES + (float4_e2m1fn,)) - {float8_e8m0fnu}
 
 
 def compute_dtype(dtype) -> np.dtype:
-    """The dtype the eager impls compute a low-precision type in (XLA's CPU backend
-    widens them the same way, and rounds each result once): float32 for the ml_dtypes
-    floats, int8/uint8 for the 2- and 4-bit integers; other dtypes are their own."""
+    """The dtype the eager impls compute a low-precision type in, as XLA's CPU backend
+    widens them (and rounds each result once): float32 for bfloat16 and float8_e8m0fnu
+    (whose range float16 lacks), float16 for the other float8 and float4 formats (a
+    float32 widening would round differently, e.g. float8_e3m4 sqrt), int8/uint8 for the
+    2- and 4-bit integers; other dtypes are their own."""
     dt = np.dtype(dtype)
     if dt in _F16_COMPUTED:
         return float16
