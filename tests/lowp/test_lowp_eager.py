@@ -89,6 +89,7 @@ def test_reductions_accumulate_in_float32_and_round_once():
     want = np.float32(x.astype(np.float32).sum(dtype=np.float32)).astype(ml_dtypes.bfloat16)
     got = np.asarray(lax.reduce_sum(x, (0,)))
     assert got.dtype == ml_dtypes.bfloat16 and got == want
+    assert int(got.view(np.uint16)) == 17791          # jnp.sum(x), JAX 0.10.2
     # a bfloat16 running sum would stall at 2^(8+1): 4096 ones sum to 4096 here
     assert float(np.asarray(tnp.sum(tnp.ones(4096, tnp.bfloat16)))) == 4096.0
     c = np.asarray(lax.cumsum(_bf16(np.ones(1000)), 0))
