@@ -250,7 +250,14 @@ def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
         x = x.reshape((B, N // B, C) + x.shape[2:])
         x = np.moveaxis(x, 0, 1).reshape((N // B, B * C) + x.shape[3:])
         G = B
-    compute_dt = np.promote_types(x.dtype, out_dt) if out_dt != x.dtype else x.dtype
+    if dtypes.is_lowp(x.dtype) or dtypes.is_lowp(out_dt):
+        # as dot_general: accumulate in float32 (int64 for the narrow integers), round once
+        x, w = x.astype(dtypes.compute_dtype(x.dtype)), w.astype(dtypes.compute_dtype(w.dtype))
+        compute_dt = np.dtype(np.float32) if dtypes.is_floating(x.dtype) else np.dtype(np.int64)
+        if not dtypes.is_lowp(out_dt) and out_dt.itemsize > compute_dt.itemsize:
+            compute_dt = out_dt
+    else:
+        compute_dt = np.promote_types(x.dtype, out_dt) if out_dt != x.dtype else x.dtype
     if dtypes.is_integer(compute_dt) or compute_dt == np.bool_:
         compute_dt = np.dtype(np.int64) if not dtypes.is_unsigned_integer(compute_dt) else \
             np.dtype(np.uint64)
@@ -316,6 +323,15 @@ def _rhs_vjp_padding(in_shape, window, strides, out_shape, padding, lhs_dil, rhs
     return tuple(zip(los, his))
 
 
+def _ct_in_dtype(ct, dtype):
+    """The cotangent of a ``preferred_element_type`` result (bf16 x bf16 -> f32) in the
+    operands' dtype, for the transposed convolution (operands share one dtype)."""
+    if get_aval(ct).dtype == dtype:
+        return ct
+    from lax.elementwise import convert_element_type
+    return convert_element_type(ct, dtype)
+
+
 def _conv_transpose_lhs(ct, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                         dimension_numbers, feature_group_count, batch_group_count, precision,
                         preferred_element_type):
@@ -335,6 +351,7 @@ def _conv_transpose_lhs(ct, lhs, rhs, *, window_strides, padding, lhs_dilation, 
                             rhs_dilation)
     trans_dn = ConvDimensionNumbers(dn.out_spec, _spec_swap(dn.rhs_spec), dn.lhs_spec)
     flipped = shapes.rev(rhs, tuple(_sdims(dn.rhs_spec)))
+    ct = _ct_in_dtype(ct, ra.dtype)
     out = conv_general_dilated(ct, flipped, window_strides=lhs_dilation, padding=pads,
                                lhs_dilation=window_strides, rhs_dilation=rhs_dilation,
                                dimension_numbers=trans_dn, feature_group_count=G,
@@ -380,6 +397,7 @@ def _conv_transpose_rhs(ct, lhs, rhs, *, window_strides, padding, lhs_dilation, 
                                     _spec_swap(dn.rhs_spec))
     pads = _rhs_vjp_padding(lhs_sp, rhs_sp, window_strides, ct_sp, padding, lhs_dilation,
                             rhs_dilation)
+    ct = _ct_in_dtype(ct, la.dtype)
     out = conv_general_dilated(lhs, ct, window_strides=rhs_dilation, padding=pads,
                                lhs_dilation=lhs_dilation, rhs_dilation=window_strides,
                                dimension_numbers=trans_dn, feature_group_count=G,

@@ -18,7 +18,8 @@ from tracer.interpreters.ad import Zero, defjvp, defjvp_zero, deflinear, defbili
 from lax.utils import (_any, _bool, _bool_or_int, _float, _inexact, _int, _num,
                        _ordered, _signed_num, as_lax_value, check_dtype,
                        check_same_shapes_dtypes, np_errstate, promote_weak_scalars,
-                       scalar_like, standard_naryop, standard_unop)
+                       scalar_like, standard_naryop, standard_unop, LOWP_IMPLS,
+                       lowp_widening, narrow)
 
 
 def _const(x, value):
@@ -202,6 +203,32 @@ def _logistic_impl(x):
 
 
 logistic_p = standard_unop("logistic", _logistic_impl, _inexact)
+
+
+def _narrow_step(fn, dt, *args):
+    """One XLA op on low-precision values: computed in the widened type, rounded to ``dt``."""
+    wide = dtypes.compute_dtype(dt)
+    with np.errstate(all="ignore"):
+        return narrow(fn(*(np.asarray(a).astype(wide) for a in args)), dt)
+
+
+def _lowp_exp2(x):
+    # JAX lowers exp2 to exp(log(2) * x) in the operand's type: the constant and the
+    # product round to it too.
+    c = narrow(np.asarray(np.log(2.0), np.float32), x.dtype)
+    return _narrow_step(np.exp, x.dtype, _narrow_step(np.multiply, x.dtype, c, x))
+
+
+def _lowp_logistic(x):
+    # 1 / (1 + exp(-x)), each step rounded (XLA expands logistic for these types)
+    dt = x.dtype
+    one = np.asarray(1.0, dt)
+    e = _narrow_step(np.exp, dt, _narrow_step(np.negative, dt, x))
+    return _narrow_step(np.divide, dt, one, _narrow_step(np.add, dt, one, e))
+
+
+LOWP_IMPLS["exp2"] = _lowp_exp2
+LOWP_IMPLS["logistic"] = _lowp_logistic
 defjvp(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(_const(ans, 1), ans))), with_ans=True)
 
 
@@ -606,7 +633,7 @@ def _int_div(x, y):
     else:
         q = x // ys
     q = np.where(zero, np.array(-1).astype(x.dtype) if dtypes.is_signed_integer(x.dtype)
-                 else np.iinfo(x.dtype).max, q)
+                 else dtypes.iinfo(x.dtype).max, q)
     return q.astype(x.dtype)
 
 
@@ -1051,7 +1078,7 @@ def _total_order_key(x):
         return x
     it = np.dtype(f"i{x.dtype.itemsize}")
     i = x.view(it)
-    mask = np.iinfo(it).max
+    mask = dtypes.iinfo(it).max
     return np.where(i < 0, i ^ np.asarray(mask, it), i)
 
 
@@ -1316,8 +1343,14 @@ def _convert_np(x, new_dtype):
         x = np.real(x)
     if new_dtype == np.bool_:
         return x != 0
+    if dtypes.is_lowp(x.dtype):
+        # exact in float32/float16 (or 8 bits), so one rounding below, as XLA's
+        x = x.astype(np.float32 if dtypes.is_floating(x.dtype) else np.int8
+                     if dtypes.is_signed_integer(x.dtype) else np.uint8)
+        if x.dtype == new_dtype:
+            return x
     if dtypes.is_inexact(x.dtype) and dtypes.is_integer(new_dtype):
-        info = np.iinfo(new_dtype)
+        info = dtypes.iinfo(new_dtype)
         with np.errstate(all="ignore"):
             t = np.trunc(x.astype(np.float64))
             out = np.where(np.isnan(t), 0, t)
@@ -1325,6 +1358,8 @@ def _convert_np(x, new_dtype):
             hi_sat = out >= float(info.max)
             safe = np.where(lo_sat | hi_sat, 0, out).astype(new_dtype)
         return np.where(lo_sat, info.min, np.where(hi_sat, info.max, safe)).astype(new_dtype)
+    if dtypes.is_lowp(new_dtype):
+        return narrow(x, new_dtype)
     with np.errstate(all="ignore"):
         return x.astype(new_dtype)
 
@@ -1367,8 +1402,14 @@ def bitcast_convert_type(operand, new_dtype):
     return bitcast_convert_type_p.bind(operand, new_dtype=new_dtype)
 
 
+def _bit_width(dt):
+    # ml_dtypes keeps a 4- or 2-bit value in the low bits of a byte
+    return {dtypes.int4: 4, dtypes.uint4: 4, dtypes.float4_e2m1fn: 4, dtypes.int2: 2,
+            dtypes.uint2: 2}.get(np.dtype(dt), np.dtype(dt).itemsize * 8)
+
+
 def _bitcast_abstract_eval(x, *, new_dtype):
-    old, new = x.dtype.itemsize, np.dtype(new_dtype).itemsize
+    old, new = _bit_width(x.dtype), _bit_width(new_dtype)
     if old == new:
         shape = x.shape
     elif old > new:
@@ -1383,9 +1424,22 @@ def _bitcast_abstract_eval(x, *, new_dtype):
 
 
 def _bitcast_impl(x, *, new_dtype):
-    old, new = x.dtype.itemsize, np.dtype(new_dtype).itemsize
+    old, new = _bit_width(x.dtype), _bit_width(new_dtype)
     # (ascontiguousarray alone would turn a 0-d operand into shape (1,))
     x = np.ascontiguousarray(x).reshape(x.shape)
+    if (old % 8 or new % 8) and old != new:
+        # sub-byte types: split or join the bits, lowest-order piece first (as XLA)
+        uo = np.dtype(f"u{max(old // 8, 1)}")
+        un = np.dtype(f"u{max(new // 8, 1)}")
+        bits = x.view(uo).astype(np.uint64)
+        if old > new:
+            k = old // new
+            shifts = np.arange(k, dtype=np.uint64) * np.uint64(new)
+            parts = (bits[..., None] >> shifts) & np.uint64((1 << new) - 1)
+            return parts.astype(un).view(new_dtype)
+        shifts = np.arange(new // old, dtype=np.uint64) * np.uint64(old)
+        joined = np.bitwise_or.reduce(bits << shifts, axis=-1)
+        return joined.astype(un).view(new_dtype)
     if old == new:
         return x.view(new_dtype)
     if old > new:
@@ -1463,7 +1517,7 @@ def _reduce_precision_impl(x, *, exponent_bits, mantissa_bits):
 
 reduce_precision_p = Primitive("reduce_precision")
 reduce_precision_p.def_abstract_eval(_reduce_precision_abstract_eval)
-reduce_precision_p.def_impl(_reduce_precision_impl)
+reduce_precision_p.def_impl(lowp_widening("reduce_precision", _reduce_precision_impl))
 deflinear(reduce_precision_p, lambda cts, x, **p: [reduce_precision_p.bind(cts[0], **p)])
 batching.defvectorized(reduce_precision_p)
 

@@ -144,12 +144,19 @@ def _describe(avals) -> str:
     return ", ".join(a.str_short() for a in avals) or "none"
 
 
+def _no_numba_type(dt) -> bool:
+    # float16 and the ml_dtypes types (bfloat16, float8, int4...): Numba has none
+    return np.dtype(dt) == _F16 or dtypes.is_lowp(dt)
+
+
 def _check_dtypes(fname, name, avals, what):
     for a in avals:
-        if np.dtype(a.dtype) == _F16:
-            raise TypeError(f"{fname}: the kernel {name} gets a float16 {what} "
-                            f"({a.str_short()}); Numba kernels take no float16 arrays: "
-                            "convert to float32 around the call")
+        if _no_numba_type(a.dtype):
+            dn = np.dtype(a.dtype).name
+            raise TypeError(f"{fname}: the kernel {name} gets a {dn} {what} "
+                            f"({a.str_short()}); Numba kernels take no {dn} arrays: "
+                            "convert to float32 (int32 for the narrow integers) around "
+                            "the call")
 
 
 # ======================================== numba_call =======================================
@@ -390,10 +397,12 @@ class NumbaElementwise:
 
     def _numba_result_dtype(self, in_dts, avals) -> np.dtype:
         for a in avals:
-            if np.dtype(a.dtype) == _F16:
-                raise TypeError(f"numba_elementwise: {self.kernel.name} gets a float16 "
-                                f"operand ({a.str_short()}); Numba has no float16 scalars: "
-                                "convert to float32 around the call")
+            if _no_numba_type(a.dtype):
+                dn = np.dtype(a.dtype).name
+                raise TypeError(f"numba_elementwise: {self.kernel.name} gets a {dn} "
+                                f"operand ({a.str_short()}); Numba has no {dn} scalars: "
+                                "convert to float32 (int32 for the narrow integers) around "
+                                "the call")
         from numba.np.numpy_support import as_dtype
         args = tuple(_numba_type(d) for d in in_dts)
         try:
@@ -415,9 +424,9 @@ class NumbaElementwise:
                             f"operands ({', '.join(d.name for d in in_dts)}); it must return "
                             "a scalar number or bool") from None
         dt = np.dtype(typed if self.out_dtype is None else self.out_dtype)
-        if dt == _F16:
-            raise TypeError("numba_elementwise: a float16 result is not supported (Numba "
-                            "has no float16 scalars)")
+        if _no_numba_type(dt):
+            raise TypeError(f"numba_elementwise: a {dt.name} result is not supported (Numba "
+                            f"has no {dt.name} scalars)")
         return dt
 
     def ufunc(self, in_dts, out_dt):

@@ -190,7 +190,7 @@ def shape_as_value(shape):
     fits, else int64. JAX returns a NumPy array for a non-empty constant shape; this
     returns a tracer Array either way."""
     shape = canonicalize_shape(shape, "shape_as_value")
-    big = any(d > np.iinfo(np.int32).max for d in shape)
+    big = any(d > dtypes.iinfo(np.int32).max for d in shape)
     return Array(np.asarray(shape, np.int64 if big else np.int32).reshape(len(shape)))
 
 
@@ -218,7 +218,7 @@ def get_dimension_size(operand, dimension: int):
         raise ValueError(f"get_dimension_size: dimension {d} is not in [0, {aval.ndim}) for "
                          f"operand {aval.str_short()}; pass a dimension in [0, {aval.ndim})")
     size = aval.shape[d]
-    if size > np.iinfo(np.int32).max:
+    if size > dtypes.iinfo(np.int32).max:
         raise ValueError(f"get_dimension_size: size {size} of dimension {d} of "
                          f"{aval.str_short()} does not fit the int32 result")
     return Array(np.asarray(size, np.int32))

@@ -160,9 +160,9 @@ def _default_fill_value(dtype):
     if dtypes.is_inexact(dtype):
         return np.nan
     if dtypes.is_signed_integer(dtype):
-        return int(np.iinfo(dtype).min)
+        return int(dtypes.iinfo(dtype).min)
     if dtypes.is_unsigned_integer(dtype):
-        return int(np.iinfo(dtype).max)
+        return int(dtypes.iinfo(dtype).max)
     return True
 
 
@@ -203,7 +203,7 @@ def _full_starts(indices, rank, index_map, operand_batching_dims, indices_batchi
     batch_shape = indices.shape[:-1]
     if indices.dtype == np.uint64:
         # Huge unsigned indices stay huge (out of range) instead of wrapping negative.
-        indices = np.minimum(indices, np.uint64(np.iinfo(np.int64).max))
+        indices = np.minimum(indices, np.uint64(dtypes.iinfo(np.int64).max))
     idx = indices.astype(np.int64)
     starts = np.zeros(batch_shape + (rank,), np.int64)
     for k, d in enumerate(index_map):
@@ -1127,7 +1127,7 @@ def _start_index_operands(start_indices, operand_shape, fname, allow_negative_in
             i = int(i)
             if neg and i < 0:
                 i += n
-            info = np.iinfo(dt)
+            info = dtypes.iinfo(dt)
             out.append(Array(np.asarray(builtins.min(builtins.max(i, info.min), info.max), dt)))
             continue
         if get_aval(i).dtype != dt:
@@ -1182,7 +1182,7 @@ def _clamped_starts(shape, sizes, starts):
     for n, s, i in zip(shape, sizes, starts):
         i = np.asarray(i)
         if i.dtype == np.uint64:
-            i = np.minimum(i, np.uint64(np.iinfo(np.int64).max))
+            i = np.minimum(i, np.uint64(dtypes.iinfo(np.int64).max))
         out.append(int(np.clip(i.astype(np.int64), 0, n - s)))
     return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracer.interpreters.ad import defjvp_zero
-from lax.utils import _int, promote_weak_scalars, standard_naryop
+from lax.utils import LOWP_IMPLS, _int, narrow, promote_weak_scalars, standard_naryop
 
 
 def mulhi(x, y, /):
@@ -52,4 +52,14 @@ def _mulhi_impl(x, y):
 
 
 mulhi_p = standard_naryop("mulhi", _mulhi_impl, _int)
+
+
+def _lowp_mulhi(x, y):
+    # the high half of the 2N-bit product at the narrow type's own width N
+    n = {"int4": 4, "uint4": 4, "int2": 2, "uint2": 2}[np.dtype(x.dtype).name]
+    p = x.astype(np.int32) * y.astype(np.int32)
+    return narrow((p >> n).astype(np.int8), x.dtype)
+
+
+LOWP_IMPLS["mulhi"] = _lowp_mulhi
 defjvp_zero(mulhi_p)

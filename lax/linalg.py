@@ -107,7 +107,14 @@ def _dot_general_plan(lshape, rshape, ldt, out_dt, dimension_numbers):
     rperm = tuple(rb) + tuple(rc) + tuple(rfree)
     shape = tuple(lshape[i] for i in lb) + tuple(lshape[i] for i in lfree) + \
         tuple(rshape[i] for i in rfree)
-    compute_dt = out_dt if dtypes.promote_types(ldt, out_dt) == out_dt else ldt
+    if dtypes.is_lowp(ldt) or dtypes.is_lowp(out_dt):
+        # bf16 x bf16 (float8, int4...) accumulates in float32 (int32) and rounds once to
+        # the result dtype, as XLA's CPU dot does; a wider preferred type accumulates in it
+        wide = np.dtype(np.int32) if dtypes.is_integer(ldt) else np.dtype(np.float32)
+        compute_dt = out_dt if not dtypes.is_lowp(out_dt) and \
+            out_dt.itemsize >= wide.itemsize else wide
+    else:
+        compute_dt = out_dt if dtypes.promote_types(ldt, out_dt) == out_dt else ldt
     return lperm, (B, M, K), rperm, (B, K, N), shape, compute_dt
 
 

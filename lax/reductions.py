@@ -15,7 +15,7 @@ from tracer.core import Primitive, ShapedArray, get_aval
 from tracer.interpreters import ad, batching
 from tracer.interpreters.ad import Zero, deflinear
 from lax.utils import (_any, _bool_or_int, _num, _ordered, as_lax_value, canonicalize_axis,
-                       check_dtype, np_errstate)
+                       check_dtype, lowp_widening, np_errstate)
 from lax import elementwise as ew
 from lax import shapes
 
@@ -42,7 +42,8 @@ def _reduce_abstract_eval(name, allowed):
 def _make_reducer(name, impl, allowed):
     p = Primitive(name)
     p.def_abstract_eval(_reduce_abstract_eval(name, allowed))
-    p.def_impl(impl)
+    # the low-precision types accumulate in float32 (or 8 bits) and round once
+    p.def_impl(lowp_widening(name, impl))
     batching.defreducer(p)
     return p
 
@@ -137,7 +138,7 @@ def _minmax_identity(dtype, is_max):
         return not is_max
     if dtypes.is_floating(dt):
         return -np.inf if is_max else np.inf
-    info = np.iinfo(dt)
+    info = dtypes.iinfo(dt)
     return info.min if is_max else info.max
 
 
@@ -147,16 +148,16 @@ def _float_minmax(x, axes, is_max):
     (lowering/reductions.py), order-independent. A NaN result is the canonical quiet NaN
     (XLA:CPU passes some operand NaN through, which depends on its reduction order)."""
     it = np.dtype(f"i{x.dtype.itemsize}")
-    top = np.iinfo(it).max
+    top = dtypes.iinfo(it).max
     i = np.ascontiguousarray(x).view(it)
     keys = np.where(i < 0, i ^ top, i)
-    ext = top if is_max else np.iinfo(it).min
+    ext = top if is_max else dtypes.iinfo(it).min
     keys = np.where(np.isnan(x), np.asarray(ext, it), keys)
     start = np.asarray(-np.inf if is_max else np.inf, x.dtype).view(it)
     fn = np.max if is_max else np.min
     k = np.asarray(fn(keys, axis=axes, initial=start if start >= 0 else start ^ top))
     out = np.where(k < 0, k ^ top, k).astype(it).view(x.dtype)
-    return np.where((k == top) | (k == np.iinfo(it).min), np.asarray(np.nan, x.dtype), out)
+    return np.where((k == top) | (k == dtypes.iinfo(it).min), np.asarray(np.nan, x.dtype), out)
 
 
 def _fast_float_minmax(x, axes, is_max):

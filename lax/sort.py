@@ -34,7 +34,7 @@ def _sort_key_arrays(x, total=False):
             x = np.where(np.isnan(x), np.full_like(x, np.nan), x)
         it = np.dtype(f"i{x.dtype.itemsize}")
         i = np.ascontiguousarray(x).view(it)
-        return [np.where(i < 0, i ^ np.asarray(np.iinfo(it).max, it), i)]
+        return [np.where(i < 0, i ^ np.asarray(dtypes.iinfo(it).max, it), i)]
     if x.dtype == np.bool_:
         return [x.astype(np.int8)]
     return [x]

@@ -55,7 +55,8 @@ from tracer.interpreters.ad import defjvp, defjvp_zero
 from lax import elementwise as ew
 from lax.elementwise import _bind_binary, _bind_unary, _const
 from lax.shapes import broadcast_in_dim, full_like
-from lax.utils import _float, _inexact, promote_weak_scalars, standard_naryop, standard_unop
+from lax.utils import (_float, _inexact, promote_weak_scalars, standard_naryop, standard_unop,
+                       LOWP_IMPLS)
 
 
 def _kernel_impl(name):
@@ -425,6 +426,15 @@ def _next_after_impl(x, y):
 
 
 next_after_p = standard_naryop("next_after", _next_after_impl, _float)
+
+
+def _lowp_next_after(x, y):
+    # a step of the narrow type's own ulp: ml_dtypes' nextafter loop, not a widened one
+    with np.errstate(all="ignore"):
+        return np.nextafter(x, y).astype(x.dtype)
+
+
+LOWP_IMPLS["next_after"] = _lowp_next_after
 nextafter = next_after
 
 

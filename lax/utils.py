@@ -17,7 +17,7 @@ _bool = (dtypes.bool_,)
 _int = tuple(d for d in dtypes.SUPPORTED_DTYPES if dtypes.is_integer(d))
 _uint = tuple(d for d in _int if dtypes.is_unsigned_integer(d))
 _sint = tuple(d for d in _int if dtypes.is_signed_integer(d))
-_float = (dtypes.float16, dtypes.float32, dtypes.float64)
+_float = (dtypes.float16, dtypes.float32, dtypes.float64) + dtypes.LOWP_FLOAT_DTYPES
 _complex = (dtypes.complex64, dtypes.complex128)
 _inexact = _float + _complex
 _num = _int + _inexact
@@ -87,10 +87,10 @@ def _weak_scalar(fname, a, dt):
     hit = _weak_scalars.get(key) if cache else None
     if hit is not None:
         return hit
-    if dt.kind in "iu" and type(a) is float:
+    if dtypes.is_integer(dt) and type(a) is float:
         raise TypeError(f"{fname}: cannot combine the float scalar {a!r} with an "
                         f"integer array of dtype {dt}; convert explicitly")
-    if dt.kind != "c" and type(a) is complex:
+    if not dtypes.is_complex(dt) and type(a) is complex:
         raise TypeError(f"{fname}: cannot combine the complex scalar {a!r} with "
                         f"an array of dtype {dt}")
     out = Array(dtypes.scalar_to_dtype(a, dt), weak_type=True)
@@ -199,11 +199,87 @@ def check_same_shapes_dtypes(prim_name: str, avals, same_dtype=True, allow_scala
     return nonscalar[0] if nonscalar else ()
 
 
+_LOWP = frozenset(dtypes.LOWP_DTYPES)
+# Bit-level integer ops that see the operand's own width: a signed 2-/4-bit operand
+# widens to its bits (masked, unsigned), not to its sign-extended value. (XLA's
+# population_count does count the sign extension: popcount(int4 -8) is 5.)
+_BITWISE_WIDTH_OPS = frozenset({"clz", "shift_right_logical"})
+_F4 = dtypes.float4_e2m1fn
+# Impls for the low-precision types that replace the widened one: XLA computes these
+# as a composition in the narrow type (JAX lowers exp2 to exp(log(2) * x), rounding the
+# product), so each step rounds. Registered by the family modules: name -> impl.
+LOWP_IMPLS: dict = {}
+
+
+def narrow(x, dt):
+    """``x`` (float32/float16, or 8-bit integers) rounded to nearest even (or wrapped)
+    into ``dt``, as XLA converts: float4_e2m1fn, which has no NaN, takes NaN to -0."""
+    with np.errstate(all="ignore"):
+        out = np.asarray(x).astype(dt)
+    if dt == _F4 and dtypes.is_floating(np.asarray(x).dtype):
+        out = np.where(np.isnan(x), np.asarray(0x8, np.uint8).view(_F4), out)
+    return out
+
+
+def _widen(x, name):
+    dt = x.dtype
+    # (XLA counts int4's bits sign-extended to 8, int2's as they are)
+    if (name in _BITWISE_WIDTH_OPS or (name == "population_count" and dt == dtypes.int2)) \
+            and dtypes.is_signed_integer(dt):
+        return (x.astype(np.int8).view(np.uint8) & np.uint8((1 << _bit_width(dt)) - 1))
+    if name == "shift_right_arithmetic" and dt in (dtypes.uint4, dtypes.uint2):
+        # XLA shifts the top bit of the narrow type in, unsigned or not
+        w = x.astype(np.int8)
+        return np.where(w >= 1 << (_bit_width(dt) - 1), w - (1 << _bit_width(dt)),
+                        w).astype(np.int8)
+    return x.astype(dtypes.compute_dtype(dt))
+
+
+def _bit_width(dt):
+    return {dtypes.int4: 4, dtypes.uint4: 4, dtypes.int2: 2, dtypes.uint2: 2}.get(
+        dt, dt.itemsize * 8)
+
+
+def lowp_widening(name: str, impl: Callable, result_dtype=None) -> Callable:
+    """``impl`` for the ml_dtypes types as XLA's CPU backend computes them: operands
+    widen (``dtypes.compute_dtype``: float32 for bfloat16 and float8_e8m0fnu, float16
+    for the other float8/float4 formats, 8 bits for the 2-/4-bit integers), the impl
+    runs there, and
+    the result rounds once (to nearest even, floats) or wraps (integers) to the result
+    dtype. Other operands go straight to ``impl``."""
+
+    def wrapped(*args, **params):
+        for a in args:
+            if getattr(a, "dtype", None) in _LOWP:
+                break
+        else:
+            return impl(*args, **params)
+        dt = next(a.dtype for a in args if getattr(a, "dtype", None) in _LOWP)
+        special = LOWP_IMPLS.get(name)
+        if special is not None:
+            return special(*args, **params)
+        wide = [_widen(a, name) if getattr(a, "dtype", None) in _LOWP else a for a in args]
+        with np.errstate(all="ignore"):   # (float16's NaN loops warn where float32's do not)
+            out = impl(*wide, **params)
+        want = dt if result_dtype is None else np.dtype(result_dtype(dt))
+        if name == "clz" and dtypes.is_lowp_int(dt):
+            out = out - (8 - _bit_width(dt))
+        return narrow(out, want)
+
+    wrapped.__name__ = getattr(impl, "__name__", name)
+    inner = getattr(impl, "impl_without_errstate", None)
+    if inner is not None:
+        wrapped.impl_without_errstate = lowp_widening(name, inner, result_dtype)
+    return wrapped
+
+
 def standard_unop(name: str, impl: Callable, allowed=_num, result_dtype=None,
                   keep_weak: bool = True) -> Primitive:
     """An element-wise unary primitive: abstract eval (dtype check, shape kept), impl
-    (a NumPy function), vectorized batching rule."""
+    (a NumPy function, run on the low-precision types through ``lowp_widening``),
+    vectorized batching rule."""
     p = Primitive(name)
+    impl = lowp_widening(name, impl, result_dtype)
 
     def abstract_eval(x, **params):
         check_dtype(name, x, allowed)
@@ -221,6 +297,7 @@ def standard_naryop(name: str, impl: Callable, allowed=_num, nargs: int = 2,
     """An element-wise n-ary primitive over operands of one dtype and equal shapes, where
     rank-0 operands broadcast (as in JAX's jaxprs: ``mul b 2.0:f32[]``)."""
     p = Primitive(name)
+    impl = lowp_widening(name, impl, result_dtype)
 
     def abstract_eval(*avals, **params):
         if len(avals) != nargs:

@@ -36,7 +36,7 @@ from tracer.interpreters.ad import Zero
 from lax import elementwise as ew
 from lax import reductions as red
 from lax import shapes
-from lax.utils import _num, _ordered, canonicalize_axis, check_dtype
+from lax.utils import _num, _ordered, canonicalize_axis, check_dtype, lowp_widening
 
 
 def _dilate(shape, dil):
@@ -147,7 +147,7 @@ def _rw_batch(p):
 def _make_rw(name, npfn, identity, allowed):
     p = Primitive(name)
     p.def_abstract_eval(_rw_abstract_eval(name, allowed))
-    p.def_impl(_rw_impl(npfn, identity))
+    p.def_impl(lowp_widening(name, _rw_impl(npfn, identity)))   # f32 accumulation
     _rw_batch(p)
     return p
 
@@ -715,7 +715,7 @@ def _logaddexp(a, b):
 def _make_cum(name, npfn, allowed, combine, identity):
     p = Primitive(name)
     p.def_abstract_eval(_cum_abstract_eval(name, allowed))
-    p.def_impl(_cum_impl(npfn))
+    p.def_impl(lowp_widening(name, _cum_impl(npfn)))   # f32 accumulation, one rounding
 
     def jvp(primals, tangents, *, axis, reverse):
         (x,), (g,) = primals, tangents
@@ -744,7 +744,8 @@ cumprod_p = _make_cum("cumprod", lambda y, a: np.cumprod(y, a, dtype=y.dtype), _
 cummax_p = _make_cum("cummax", _cum_minmax(True), _ordered, ew.max, _max_identity)
 cummin_p = _make_cum("cummin", _cum_minmax(False), _ordered, ew.min, _min_identity)
 cumlogsumexp_p = _make_cum("cumlogsumexp", _plus_zero(np.logaddexp.accumulate),
-                           (dtypes.float16, dtypes.float32, dtypes.float64), _logaddexp,
+                           (dtypes.float16, dtypes.float32, dtypes.float64)
+                           + dtypes.LOWP_FLOAT_DTYPES, _logaddexp,
                            lambda dt: -np.inf)
 
 

@@ -101,6 +101,8 @@ from typing import Callable
 
 import numpy as np
 
+from tracer import dtypes
+
 from lowering.ir import (BOOL, COMPARE, INDEX, INDEX_OPS, Call, Const, Expr, FnRef, IParam,
                          Op, SCALAR_OPS, index_op)
 
@@ -143,10 +145,21 @@ def why_not(kind: str, prim, in_avals, out_avals, params) -> str | None:
     return None if check is None else check(list(in_avals), list(out_avals), **params)
 
 
+def _touches_lowp(avals) -> bool:
+    return any(dtypes.is_lowp(getattr(a, "dtype", None)) for a in avals
+               if getattr(a, "dtype", None) is not None)
+
+
 def classify(prim, in_avals, out_avals, params) -> str:
     """The registry that lowers ``outs = prim[params] ins`` with these avals: "scalar",
     "remap", "reduction" or "structured" (the first whose rule exists and whose limits
-    admit them), else "host"."""
+    admit them), else "host".
+
+    An equation with a low-precision (ml_dtypes) operand or result is a host step: no
+    kernel, library call or loop driver carries those types yet, so they run through
+    the eager impls, whose results are the reference (correct, and slower)."""
+    if _touches_lowp(in_avals) or _touches_lowp(out_avals):
+        return "host"
     for kind, _ in REGISTRIES:
         if why_not(kind, prim, in_avals, out_avals, params) is None:
             return kind

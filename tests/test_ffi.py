@@ -362,6 +362,11 @@ def test_typing_failure_is_the_kernels_compile_error():
         tracer.jit(bad)(np.ones(2))
     with pytest.raises(TypeError, match="float16"):
         numba_call(axpy, S((3,), np.float16), np.ones(3), np.ones(3))
+    # nor any ml_dtypes type (bfloat16, float8, int4...)
+    with pytest.raises(TypeError, match=r"gets a bfloat16 operand.*convert to float32"):
+        numba_call(axpy, S((3,), F64), np.ones(3, jnp.bfloat16), np.ones(3))
+    with pytest.raises(TypeError, match=r"gets a int4 operand.*Numba has no int4"):
+        numba_elementwise(numba.njit(lambda x: x + 1))(np.ones(2, jnp.int4))
 
 
 # ---------------------------------- changed kernels ----------------------------------------

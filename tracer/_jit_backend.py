@@ -15,6 +15,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from tracer import dtypes
 from tracer.config import config
 from tracer.core import Array, Token, new_base_main
 from tracer.jaxpr import ClosedJaxpr, Literal, _Namer, _pp_eqn
@@ -130,7 +131,8 @@ def run_arrays(closed: ClosedJaxpr, args, name: str):
 
 def _has_nan(x) -> bool:
     x = np.asarray(x)
-    return x.dtype.kind in "fc" and bool(np.isnan(x).any())
+    # (the ml_dtypes floats have kind "V": ask the dtype layer)
+    return (x.dtype.kind in "fc" or dtypes.is_lowp_float(x.dtype)) and bool(np.isnan(x).any())
 
 
 def _check_nans(closed, args, outs, name):

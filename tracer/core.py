@@ -648,7 +648,7 @@ def _python_scalar_to_numpy(x):
     try:
         return np.asarray(x, dtype=dt)
     except OverflowError:
-        info = np.iinfo(dt)
+        info = dtypes.iinfo(dt)
         raise OverflowError(
             f"Python int {x} is out of range for {dt} ({info.min} to {info.max}), the "
             f"dtype of a Python int argument; pass np.uint64({x}) or float({x}) for "

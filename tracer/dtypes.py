@@ -6,6 +6,8 @@ The lattice (JAX's, see "Type promotion semantics" in JAX's docs)::
           i* -> i8 -> i16 -> i32 -> i64 -> f*
           u8 -> i16,  u16 -> i32,  u32 -> i64
     f* -> f16 -> f32 -> f64 -> c128,  f* -> c* -> c64 -> c128,  f32 -> c64
+    f* -> bf16 -> f32
+    i* -> i4, i2, u4, u2 (leaves);  f* -> each float8 and float4 type (leaves)
 
 and without enable_x64, u32 -> i32 replaces u32 -> i64 (no promotion creates a 64-bit type).
 
@@ -13,11 +15,18 @@ and without enable_x64, u32 -> i32 replaces u32 -> i64 (no promotion creates a 6
 take the width of whatever they meet (``float32_array * 2.0`` stays float32). A result that
 lands on a weak kind is weakly typed and materialises as the default dtype of that kind
 (int64/float64/complex128 with ``enable_x64``, else the 32-bit ones).
+
+The low-precision types come from ml_dtypes, as in JAX. The float8/float4 types and the
+2- and 4-bit integers are leaves: only weak scalars (and bool, for the integers) promote
+to them, and mixing one with another concrete dtype raises ``TypePromotionError``, as
+JAX's 'standard' mode does -- an implicit float8 -> float32 widening would hide the
+precision a model chose.
 """
 from __future__ import annotations
 
 import functools
 
+import ml_dtypes
 import numpy as np
 
 from tracer.config import config
@@ -28,11 +37,35 @@ uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.u
 float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
 complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
 
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e4m3b11fnuz, \
+    float8_e3m4, float8_e4m3, float8_e8m0fnu = (
+        np.dtype(getattr(ml_dtypes, n)) for n in (
+            "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+            "float8_e4m3b11fnuz", "float8_e3m4", "float8_e4m3", "float8_e8m0fnu"))
+float4_e2m1fn = np.dtype(ml_dtypes.float4_e2m1fn)
+int4, uint4, int2, uint2 = (np.dtype(getattr(ml_dtypes, n))
+                            for n in ("int4", "uint4", "int2", "uint2"))
+
+FLOAT8_DTYPES = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz,
+                 float8_e4m3b11fnuz, float8_e3m4, float8_e4m3, float8_e8m0fnu)
+# The ml_dtypes floats: NumPy knows none of them as np.floating (their kind is mostly
+# "V"), so every classification below goes through these sets.
+LOWP_FLOAT_DTYPES = (bfloat16,) + FLOAT8_DTYPES + (float4_e2m1fn,)
+LOWP_SINT_DTYPES = (int4, int2)
+LOWP_UINT_DTYPES = (uint4, uint2)
+LOWP_INT_DTYPES = LOWP_SINT_DTYPES + LOWP_UINT_DTYPES
+LOWP_DTYPES = LOWP_FLOAT_DTYPES + LOWP_INT_DTYPES
+_LOWP = frozenset(LOWP_DTYPES)
+_LOWP_FLOAT = frozenset(LOWP_FLOAT_DTYPES)
+_LOWP_SINT = frozenset(LOWP_SINT_DTYPES)
+_LOWP_UINT = frozenset(LOWP_UINT_DTYPES)
+
 # JAX's tangent dtype for integer and boolean primals.
 float0 = np.dtype([("float0", np.void, 0)])
 
 SUPPORTED_DTYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-                    float16, float32, float64, complex64, complex128)
+                    float16, float32, float64, complex64, complex128) + LOWP_DTYPES
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 
 _64_TO_32 = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
@@ -70,44 +103,115 @@ def canonicalize_dtype(dtype) -> np.dtype:
     return dt
 
 
+def _as_dtype(dtype):
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return None
+
+
+def is_lowp(dtype) -> bool:
+    """One of the ml_dtypes types (bfloat16, float8/float4, 2- and 4-bit integers)."""
+    return _as_dtype(dtype) in _LOWP
+
+
+def is_lowp_float(dtype) -> bool:
+    return _as_dtype(dtype) in _LOWP_FLOAT
+
+
+def is_lowp_int(dtype) -> bool:
+    dt = _as_dtype(dtype)
+    return dt in _LOWP_SINT or dt in _LOWP_UINT
+
+
 def is_integer(dtype) -> bool:
-    return np.issubdtype(dtype, np.integer)
+    dt = _as_dtype(dtype)
+    if dt is not None and (dt in _LOWP_SINT or dt in _LOWP_UINT):
+        return True
+    return dt not in _LOWP and np.issubdtype(dtype, np.integer)
 
 
 def is_signed_integer(dtype) -> bool:
-    return np.issubdtype(dtype, np.signedinteger)
+    dt = _as_dtype(dtype)
+    return dt in _LOWP_SINT or (dt not in _LOWP and np.issubdtype(dtype, np.signedinteger))
 
 
 def is_unsigned_integer(dtype) -> bool:
-    return np.issubdtype(dtype, np.unsignedinteger)
+    dt = _as_dtype(dtype)
+    return dt in _LOWP_UINT or (dt not in _LOWP and
+                                np.issubdtype(dtype, np.unsignedinteger))
 
 
 def is_floating(dtype) -> bool:
-    return np.issubdtype(dtype, np.floating)
+    dt = _as_dtype(dtype)
+    # (float8_e5m2's kind is "f", but NumPy's issubdtype still says no)
+    return dt in _LOWP_FLOAT or (dt not in _LOWP and np.issubdtype(dtype, np.floating))
 
 
 def is_complex(dtype) -> bool:
-    return np.issubdtype(dtype, np.complexfloating)
+    return _as_dtype(dtype) not in _LOWP and np.issubdtype(dtype, np.complexfloating)
 
 
 def is_inexact(dtype) -> bool:
-    return np.issubdtype(dtype, np.inexact)
+    return is_floating(dtype) or is_complex(dtype)
 
 
 def is_bool(dtype) -> bool:
     return np.dtype(dtype) == bool_
 
 
+_ABSTRACT_OF_LOWP = (np.floating, np.inexact, np.number, np.generic, np.integer,
+                     np.signedinteger, np.unsignedinteger)
+
+
 def issubdtype(a, b) -> bool:
+    """``numpy.issubdtype`` that knows the ml_dtypes types as JAX does
+    (``issubdtype(bfloat16, floating)`` and ``issubdtype(int4, signedinteger)`` hold)."""
+    da = _as_dtype(a) if not (isinstance(a, type) and a in _ABSTRACT_OF_LOWP) else None
+    if da is not None and da in _LOWP:
+        if isinstance(b, type) and b in _ABSTRACT_OF_LOWP:
+            if b in (np.generic, np.number):
+                return True
+            if b in (np.floating, np.inexact):
+                return da in _LOWP_FLOAT
+            if b is np.integer:
+                return da in _LOWP_SINT or da in _LOWP_UINT
+            return da in (_LOWP_SINT if b is np.signedinteger else _LOWP_UINT)
+        return da == _as_dtype(b)
+    db = _as_dtype(b) if not (isinstance(b, type) and b in _ABSTRACT_OF_LOWP) else None
+    if db is not None and db in _LOWP:
+        return False
     return np.issubdtype(a, b)
 
 
 def finfo(dtype):
-    return np.finfo(dtype)
+    """Machine limits of a floating dtype; ml_dtypes' for its types (as jax.numpy.finfo)."""
+    return ml_dtypes.finfo(dtype)
 
 
 def iinfo(dtype):
-    return np.iinfo(dtype)
+    return ml_dtypes.iinfo(dtype)
+
+
+_F16_COMPUTED = frozenset(FLOAT8_DTYPES + (float4_e2m1fn,)) - {float8_e8m0fnu}
+
+
+def compute_dtype(dtype) -> np.dtype:
+    """The dtype the eager impls compute a low-precision type in, as XLA's CPU backend
+    widens them (and rounds each result once): float32 for bfloat16 and float8_e8m0fnu
+    (whose range float16 lacks), float16 for the other float8 and float4 formats (a
+    float32 widening would round differently, e.g. float8_e3m4 sqrt), int8/uint8 for the
+    2- and 4-bit integers; other dtypes are their own."""
+    dt = np.dtype(dtype)
+    if dt in _F16_COMPUTED:
+        return float16
+    if dt in _LOWP_FLOAT:
+        return float32
+    if dt in _LOWP_SINT:
+        return int8
+    if dt in _LOWP_UINT:
+        return uint8
+    return dt
 
 
 def real_dtype(dtype) -> np.dtype:
@@ -121,7 +225,7 @@ def real_dtype(dtype) -> np.dtype:
 
 
 def complex_dtype_for(dtype) -> np.dtype:
-    """float32/float16 -> complex64, float64 -> complex128, complex unchanged."""
+    """float32/float16/bfloat16... -> complex64, float64 -> complex128, complex unchanged."""
     dt = np.dtype(dtype)
     if is_complex(dt):
         return dt
@@ -136,11 +240,12 @@ _WEAK_KINDS = (_I, _F, _C)
 
 _LATTICE = {
     bool_: [_I],
-    _I: [uint8, int8],
+    _I: [uint8, int8, *LOWP_INT_DTYPES],
     uint8: [int16, uint16], uint16: [int32, uint32], uint32: [int64, uint64], uint64: [_F],
     int8: [int16], int16: [int32], int32: [int64], int64: [_F],
-    _F: [float16, _C],
-    float16: [float32], float32: [float64, complex64], float64: [complex128],
+    _F: [*FLOAT8_DTYPES, float4_e2m1fn, bfloat16, float16, _C],
+    **{t: [] for t in FLOAT8_DTYPES + (float4_e2m1fn,) + LOWP_INT_DTYPES},
+    bfloat16: [float32], float16: [float32], float32: [float64, complex64], float64: [complex128],
     _C: [complex64], complex64: [complex128], complex128: [],
 }
 
@@ -177,7 +282,32 @@ def _lub(nodes: frozenset, x64: bool = True):
     for c in common:
         if all(o in ub[c] for o in common):
             return c
-    raise TypeError(f"no common type for {nodes}")  # unreachable for this lattice
+    raise _promotion_error(nodes)
+
+
+class TypePromotionError(TypeError, ValueError):
+    """No implicit promotion between two dtypes (JAX raises a ValueError of this name;
+    it is a TypeError too, as tracer's other dtype errors)."""
+
+
+def _promotion_error(nodes):
+    names = sorted(_node_name(n) for n in nodes)
+    leaves = [n for n in nodes if n in _LOWP and n != bfloat16]
+    if any(n in _LOWP_SINT or n in _LOWP_UINT for n in leaves):
+        what, to = "2-bit and 4-bit integers", "int32"
+    elif any(n == float4_e2m1fn for n in leaves):
+        what, to = "4-bit floats", "float32"
+    else:
+        what, to = "8-bit floats", "float32"
+    return TypePromotionError(
+        f"promote_types: dtypes {', '.join(names)} have no implicit promotion path: {what} "
+        f"do not promote implicitly, to keep a low-precision choice from widening "
+        f"unnoticed; convert explicitly, e.g. x.astype('{to}')")
+
+
+def _node_name(n):
+    return {_I: "int (Python scalar)", _F: "float (Python scalar)",
+            _C: "complex (Python scalar)"}.get(n) or np.dtype(n).name
 
 
 def _node_of(dtype, weak: bool):
@@ -225,9 +355,9 @@ def check_int_fits(x, dtype, fname: str) -> None:
     """OverflowError (as JAX raises) when the Python int ``x`` does not fit the integer
     ``dtype`` an array of it would get, naming the value, the dtype and a way out."""
     dt = np.dtype(dtype)
-    if type(x) is not int or dt.kind not in "iu":
+    if type(x) is not int or not is_integer(dt):
         return
-    info = np.iinfo(dt)
+    info = iinfo(dt)
     if info.min <= x <= info.max:
         return
     if not -2 ** 63 <= x < 2 ** 64:
@@ -247,11 +377,11 @@ def scalar_to_dtype(x, dtype) -> np.ndarray:
     integers wrap modulo the width (``int8_array + 300`` adds 44) and floats round (to inf
     past the range); an int outside the int64/uint64 range is an OverflowError."""
     dt = np.dtype(dtype)
-    if type(x) is int and not -2**63 <= x < 2**64 and dt.kind not in "fc":
+    if type(x) is int and not -2**63 <= x < 2**64 and not is_inexact(dt):
         raise OverflowError(f"Python int {x} is too large to combine with an array of dtype "
                             f"{dt.name}: Python ints in array operations must fit in 64 bits "
                             "(int64 or uint64); use a float, or an array of the values")
-    if type(x) is int and dt.kind in "iu":
+    if type(x) is int and is_integer(dt):
         return np.asarray(x, np.uint64 if x >= 2**63 else np.int64).astype(dt)
     with np.errstate(over="ignore"):
         return np.asarray(x).astype(dt) if type(x) is not complex or dt.kind == "c" \
@@ -312,6 +442,8 @@ def short_name(dt) -> str:
     dt = np.dtype(dt)
     if dt == float0:
         return "float0"
+    if dt in _LOWP:     # JAX prints these by their full names (bfloat16[3])
+        return dt.name
     if dt == bool_:
         return "bool"
     kind = {"f": "f", "i": "i", "u": "u", "c": "c"}[dt.kind]

@@ -26,7 +26,7 @@ from tracer.numpy.ufuncs import tanh  # noqa: F401  (jax.nn.tanh is jnp.tanh)
 __all__ = ["celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu",
            "hard_swish", "hard_tanh", "identity", "leaky_relu", "log1mexp", "log_sigmoid",
            "log_softmax", "logmeanexp", "logsumexp", "mish", "one_hot", "relu", "relu6",
-           "scaled_matmul", "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus",
+           "scaled_dot_general", "get_scaled_dot_general_config", "scaled_matmul", "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus",
            "sparse_plus", "sparse_sigmoid", "squareplus", "standardize", "normalize",
            "swish", "tanh"]
 
@@ -519,3 +519,210 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=np.fl
     a = dequant(lhs, ls, M)
     b = dequant(rhs, rs, N)
     return lax.dot_general(a, b, (((2,), (2,)), ((0,), (0,))))
+
+
+# ------------------------------- block-scaled dot products --------------------------------
+
+class BlockScaleConfig:
+    """How ``scaled_dot_general`` quantizes one operand (``jax.nn``'s BlockScaleConfig):
+    ``block_size`` consecutive contracting entries share one scale of ``scale_type``;
+    the values become ``data_type``; nvfp4 divides by ``global_scale`` first."""
+
+    def __init__(self, mode, block_size, data_type, scale_type, global_scale, infer_only):
+        self.mode, self.block_size = mode, block_size
+        self.data_type, self.scale_type = np.dtype(data_type), np.dtype(scale_type)
+        self.global_scale, self.infer_only = global_scale, infer_only
+
+    def __repr__(self):
+        return (f"BlockScaleConfig(mode={self.mode!r}, block_size={self.block_size}, "
+                f"data_type={self.data_type.name}, scale_type={self.scale_type.name})")
+
+
+def get_scaled_dot_general_config(mode, global_scale=None):
+    """The quantization config of ``scaled_dot_general`` for ``mode`` 'mxfp8' (float8_e4m3fn
+    values, float8_e8m0fnu scales per 32) or 'nvfp4' (float4_e2m1fn values, float8_e4m3fn
+    scales per 16, a float32 ``global_scale``, default 1) -- ``jax.nn``'s."""
+    if mode == "nvfp4":
+        gs = lax.convert_element_type(np.ones((1,), np.float32), np.float32) \
+            if global_scale is None else global_scale
+        return BlockScaleConfig("nvfp4", 16, dtypes.float4_e2m1fn, dtypes.float8_e4m3fn, gs,
+                                False)
+    if mode == "mxfp8":
+        return BlockScaleConfig("mxfp8", 32, dtypes.float8_e4m3fn, dtypes.float8_e8m0fnu,
+                                None, False)
+    raise ValueError(f"get_scaled_dot_general_config: unsupported mode {mode!r}; use "
+                     "'mxfp8' or 'nvfp4'")
+
+
+def _e8m0_rounding_up(x):
+    # the e8m0 exponent of a float32 value, rounded up unless it is a power of two
+    bits = lax.bitcast_convert_type(lax.convert_element_type(x, np.float32), np.uint32)
+    exp, mant = lax.shift_right_logical(bits, np.uint32(23)), lax.bitwise_and(
+        bits, np.uint32(0x7FFFFF))
+    up = (mant > 0) & (exp != 0xFE) & ~((exp == 0) & (mant <= 0x400000))
+    exp = _red_where(up, exp + np.uint32(1), exp)
+    return lax.convert_element_type(exp, np.uint8)
+
+
+def _red_where(c, a, b):
+    from tracer.numpy.manipulation import where
+    return where(c, a, b)
+
+
+def _e8m0_to(x, dtype):
+    v = lax.bitcast_convert_type(lax.shift_left(lax.convert_element_type(x, np.uint32),
+                                                np.uint32(23)), np.float32)
+    tiny = 2.0 ** -15 if np.dtype(dtype) == np.float16 else 2.0 ** -127
+    return lax.convert_element_type(_red_where(v == 0, np.float32(tiny), v), dtype)
+
+
+def _quantize(x, config):
+    """(values of ``config.data_type``, scales of ``config.scale_type``) of the (B, M, K)
+    operand ``x``, per ``block_size`` entries of K, as jax.nn quantizes."""
+    from tracer.numpy.manipulation import clip, reshape
+    B, M, K = get_aval(x).shape
+    bs = config.block_size
+    if K % bs:
+        raise ValueError(f"scaled_dot_general: the contracting size {K} is not a multiple "
+                         f"of the {config.mode} block size {bs}")
+    x = reshape(x, (B, M, K // bs, bs))
+    dt = get_aval(x).dtype
+    big = lax.convert_element_type(np.float32(dtypes.finfo(config.data_type).max), dt)
+
+    def per_block(v):
+        return _red.max(_uf.abs(v), axis=-1, keepdims=True) / big
+
+    if config.mode == "mxfp8":
+        scales_q = _e8m0_rounding_up(per_block(x))
+        scaled = x / _e8m0_to(scales_q, dt)
+        scales_q = lax.bitcast_convert_type(scales_q, config.scale_type)
+    else:
+        smax = float(dtypes.finfo(config.scale_type).max)
+        x = x / config.global_scale
+        scales_q = lax.convert_element_type(clip(per_block(x), 0, smax), config.scale_type)
+        scaled = x / lax.convert_element_type(scales_q, np.float32)
+    xq = lax.convert_element_type(clip(scaled, -big, big), config.data_type)
+    return reshape(xq, (B, M, K)), reshape(scales_q, (B, M, K // bs))
+
+
+def _normalize(x, contract, batch):
+    from tracer.numpy.manipulation import reshape, transpose
+    nd = get_aval(x).ndim
+    shape = get_aval(x).shape
+    kept = [d for d in range(nd) if d not in contract and d not in batch]
+    b, c = sorted(batch), sorted(contract)
+    t = transpose(x, tuple(b + kept + c))
+    return reshape(t, (int(np.prod([shape[d] for d in b], dtype=int)),
+                       int(np.prod([shape[d] for d in kept], dtype=int)),
+                       int(np.prod([shape[d] for d in c], dtype=int))))
+
+
+def _dot_out_shape(ls, rs, lc, lb, rc, rb):
+    return (tuple(ls[i] for i in range(len(ls)) if i in lb)
+            + tuple(ls[i] for i in range(len(ls)) if i not in lc and i not in lb)
+            + tuple(rs[i] for i in range(len(rs)) if i not in rc and i not in rb))
+
+
+def _scaled_dot_impl(lhs, rhs, dn, pet, configs):
+    from tracer.numpy.manipulation import reshape
+    (lc, rc), (lb, rb) = dn
+    l3, r3 = _normalize(lhs, lc, lb), _normalize(rhs, rc, rb)
+    lq, ls = _quantize(l3, configs[0])
+    rq, rs = _quantize(r3, configs[1])
+    nv = configs[0].mode == "nvfp4"
+    out = scaled_matmul(lq, rq, ls, rs, preferred_element_type=np.float32 if nv else pet)
+    if nv:
+        out = lax.convert_element_type(
+            out * (configs[0].global_scale * configs[1].global_scale), pet)
+    return reshape(out, _dot_out_shape(get_aval(lhs).shape, get_aval(rhs).shape,
+                                       lc, lb, rc, rb))
+
+
+def _scaled_transpose_lhs(g, x, y, dn, pet, configs, swap_ans=False):
+    from tracer.numpy.manipulation import matmul, reshape, transpose
+    (xc, yc), (xb, yb) = dn
+    xn, yn = get_aval(x).ndim, get_aval(y).ndim
+    x_kept = [d for d in range(xn) if d not in xc and d not in xb]
+    y_kept = [d for d in range(yn) if d not in yc and d not in yb]
+    nb = len(xb)
+    if swap_ans:
+        ans_batch, ans_y = range(nb), range(nb, nb + len(y_kept))
+    else:
+        ans_batch = range(nb)
+        ans_y = range(nb + len(x_kept), nb + len(x_kept) + len(y_kept))
+    xc_by_y = list(np.take(xc, np.argsort(yc)))
+    out_axes = np.argsort(list(xb) + x_kept + xc_by_y)
+    y3 = _normalize(y, tuple(y_kept), tuple(yb))
+    g3 = _normalize(g, tuple(ans_y), tuple(ans_batch))
+    if configs[0].mode != "nvfp4":
+        gq, gs = _quantize(g3, configs[0])
+        yq, ys = _quantize(y3, configs[1])
+        out = scaled_matmul(gq, yq, gs, ys, preferred_element_type=pet)
+    else:
+        out = lax.convert_element_type(matmul(g3, transpose(y3, (0, 2, 1))), pet)
+    shape = _dot_out_shape(get_aval(g).shape, get_aval(y).shape, tuple(ans_y),
+                           tuple(ans_batch), tuple(y_kept), tuple(yb))
+    return transpose(reshape(out, shape), tuple(int(i) for i in out_axes))
+
+
+def _scaled_dot_general_fn(dn, pet, configs):
+    from tracer.custom_derivatives import custom_vjp
+
+    @custom_vjp
+    def f(lhs, rhs):
+        return _scaled_dot_impl(lhs, rhs, dn, pet, configs)
+
+    def fwd(lhs, rhs):
+        return _scaled_dot_impl(lhs, rhs, dn, pet, configs), (lhs, rhs)
+
+    def bwd(res, g):
+        lhs, rhs = res
+        (lc, rc), (lb, rb) = dn
+        gl = _scaled_transpose_lhs(g, lhs, rhs, dn, pet, [configs[2], configs[1]])
+        gr = _scaled_transpose_lhs(g, rhs, lhs, ((rc, lc), (rb, lb)), pet,
+                                   [configs[2], configs[0]], swap_ans=True)
+        if configs[2].mode == "nvfp4":
+            # straight-through estimator: entries clipped by the forward quantization
+            # get no gradient (jax.nn's rule)
+            big = float(dtypes.finfo(configs[0].data_type).max) * \
+                float(dtypes.finfo(configs[0].scale_type).max)
+            gl = _red_where(_uf.abs(lhs) <= configs[0].global_scale * big, gl, 0)
+            gr = _red_where(_uf.abs(rhs) <= configs[1].global_scale * big, gr, 0)
+        return lax.convert_element_type(gl, get_aval(lhs).dtype), \
+            lax.convert_element_type(gr, get_aval(rhs).dtype)
+
+    f.defvjp(fwd, bwd)
+    return f
+
+
+def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type=np.float32,
+                       configs=None, implementation=None):
+    """``lax.dot_general`` with block-scaled quantization (``jax.nn.scaled_dot_general``):
+    each operand is quantized along its contracting dimensions per ``configs[0]`` /
+    ``configs[1]`` (``get_scaled_dot_general_config``: mxfp8 or nvfp4) and the quantized
+    values are multiplied by ``scaled_matmul``; the gradient quantizes the cotangent per
+    ``configs[2]``. ``configs=None`` is a plain ``dot_general``. ``preferred_element_type``
+    is float32, bfloat16 or float16; ``implementation`` is ignored (as in JAX)."""
+    pet = dtypes.canonicalize_dtype(preferred_element_type)
+    if configs is None:
+        return lax.dot_general(lhs, rhs, dimension_numbers, preferred_element_type=pet)
+    if pet not in (dtypes.float32, dtypes.bfloat16, dtypes.float16):
+        raise TypeError(f"scaled_dot_general: preferred_element_type must be float32, "
+                        f"bfloat16 or float16, got {pet.name}")
+    if len(configs) != 3:
+        raise ValueError(f"scaled_dot_general: configs must list 3 BlockScaleConfigs (lhs, "
+                         f"rhs, gradient), got {len(configs)}")
+    lhs, rhs = as_operand(lhs), as_operand(rhs)
+    (lc, rc), (lb, rb) = dimension_numbers
+    dn = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+    squeeze = not dn[1][0]
+    if squeeze:      # a batch dimension of 1, as jax.nn adds one
+        from tracer.numpy.manipulation import expand_dims
+        ln, rn = get_aval(lhs).ndim, get_aval(rhs).ndim
+        lhs, rhs = expand_dims(lhs, ln), expand_dims(rhs, rn)
+        dn = (dn[0], ((ln,), (rn,)))
+    out = _scaled_dot_general_fn(dn, pet, tuple(configs))(lhs, rhs)
+    if squeeze:
+        from tracer.numpy.manipulation import squeeze as _sq
+        out = _sq(out, 0)
+    return out

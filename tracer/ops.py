@@ -36,7 +36,7 @@ def _identity(op, dtype):
     if dtype == dtypes.bool_:
         return not lowest
     if dtypes.is_integer(dtype):
-        info = np.iinfo(dtype)
+        info = dtypes.iinfo(dtype)
         return int(info.min if lowest else info.max)
     return -np.inf if lowest else np.inf
 

@@ -335,7 +335,12 @@ def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
 
 
 def _erf_inv(x):
-    # XLA's erf_inv (what JAX's samplers use), for the same bits as JAX.
+    # XLA's erf_inv (what JAX's samplers use), for the same bits as JAX; XLA computes
+    # the low-precision floats' in float32 and rounds once.
+    dt = x.aval.dtype if hasattr(x, "aval") else np.asarray(x).dtype
+    if dtypes.is_lowp(dt):
+        wide = lax.random_bits.erf_inv_giles(lax.convert_element_type(x, np.float32))
+        return lax.convert_element_type(wide, dt)
     return lax.random_bits.erf_inv_giles(x)
 
 
@@ -364,8 +369,8 @@ def normal(key, shape=(), dtype=None):
 
 def _clip_int(val, dt):
     vdt = get_aval(val).dtype
-    lo = max(np.iinfo(dt).min, np.iinfo(vdt).min)
-    hi = min(np.iinfo(dt).max, np.iinfo(vdt).max)
+    lo = max(dtypes.iinfo(dt).min, dtypes.iinfo(vdt).min)
+    hi = min(dtypes.iinfo(dt).max, dtypes.iinfo(vdt).max)
     return lax.convert_element_type(lax.clamp(lax.full((), lo, vdt), val,
                                               lax.full((), hi, vdt)), dt)
 
@@ -385,12 +390,12 @@ def randint(key, shape, minval, maxval, dtype=None):
     if not dtypes.is_integer(get_aval(mx).dtype):
         mx = lax.convert_element_type(mx, dtypes.default_int_dtype())
     mxdt = get_aval(mx).dtype
-    max_in_mx = _clip_int(Array(np.asarray(np.iinfo(dt).max, dt)), mxdt)
+    max_in_mx = _clip_int(Array(np.asarray(dtypes.iinfo(dt).max, dt)), mxdt)
     out_of_range = lax.gt(mx, max_in_mx)
     mn = lax.broadcast_to_rank(_clip_int(mn, dt), len(shape))
     mx_c = lax.broadcast_to_rank(_clip_int(mx, dt), len(shape))
     out_of_range = lax.broadcast_to_rank(out_of_range, len(shape))
-    nbits = np.iinfo(dt).bits
+    nbits = dtypes.iinfo(dt).bits
     k1, k2 = split(key)
     higher = _random_bits(k1, nbits, shape)
     lower = _random_bits(k2, nbits, shape)
@@ -429,7 +434,7 @@ def _shuffle(key, x, axis):
     # Sort by fresh 32-bit random keys, repeated enough rounds that key collisions are
     # negligible (the heuristic of JAX/TensorFlow: ceil(3 ln n / ln(2**32 - 1)) rounds).
     size = get_aval(x).size
-    rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
+    rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(dtypes.iinfo(np.uint32).max)))
     for _ in range(rounds):
         key, sub = split(key)
         sort_keys = _random_bits(sub, 32, get_aval(x).shape)

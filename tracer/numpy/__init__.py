@@ -13,6 +13,10 @@ from tracer.numpy.scalar_types import (bool_, complex64, complex128, float16, fl
                                        float64, int8, int16, int32, int64, uint8, uint16,
                                        uint32, uint64, int_, uint, float_, complex_, single,
                                        double, csingle, cdouble)
+from tracer.numpy.scalar_types import (bfloat16, float8_e4m3fn, float8_e5m2,  # noqa: F401
+                                       float8_e4m3fnuz, float8_e5m2fnuz, float8_e4m3b11fnuz,
+                                       float8_e3m4, float8_e4m3, float8_e8m0fnu,
+                                       float4_e2m1fn, int4, uint4, int2, uint2)
 from tracer.dtypes import promote_types, result_type, canonicalize_dtype as _canon
 from tracer.numpy.util import broadcast_shapes
 from tracer.numpy.creation import (arange, array, asarray, empty, empty_like, eye, full,
@@ -87,8 +91,8 @@ nan = _np.nan
 newaxis = None
 euler_gamma = _np.euler_gamma
 
-iinfo = _np.iinfo
-issubdtype = _np.issubdtype
+iinfo = _dtypes.iinfo      # ml_dtypes' (NumPy's for NumPy's types), as jax.numpy's
+issubdtype = _dtypes.issubdtype
 integer = _np.integer
 signedinteger = _np.signedinteger
 unsignedinteger = _np.unsignedinteger

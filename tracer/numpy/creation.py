@@ -70,7 +70,7 @@ def _array(object, dtype, ndmin, fname):
             # Ints beyond 64 bits beside floats: NumPy keeps objects, JAX makes floats.
             kinds = {type(v) for v in _flat_scalars(object)}
             arr = np.array(object, np.complex128 if complex in kinds else np.float64)
-        if arr.dtype.kind in "OUSV":
+        if arr.dtype.kind in "OUSV" and not dtypes.is_lowp(arr.dtype):   # (ml_dtypes: "V")
             raise TypeError(f"array: cannot convert {type(object).__name__} with dtype "
                             f"{arr.dtype} to a numeric array")
         if dt is None:

@@ -332,8 +332,8 @@ def _to_index_array(v):
         return np.asarray(v, dt)
     c = v if isinstance(v, np.ndarray) else (v._value if isinstance(v, Array) else None)
     if c is not None:
-        if dtypes.is_unsigned_integer(c.dtype) and c.size and c.max() > np.iinfo(dt).max:
-            c = np.minimum(c, np.iinfo(dt).max)
+        if dtypes.is_unsigned_integer(c.dtype) and c.size and c.max() > dtypes.iinfo(dt).max:
+            c = np.minimum(c, dtypes.iinfo(dt).max)
         return c.astype(dt)
     if get_aval(v).dtype != dt:
         v = lax.convert_element_type(v, dt)

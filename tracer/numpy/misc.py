@@ -594,7 +594,7 @@ class finfo:
     def __init__(self, type):
         if not isinstance(type, (np.dtype, builtins.type, str)) and hasattr(type, "dtype"):
             type = type.dtype
-        info = np.finfo(type)
+        info = dtypes.finfo(type)   # ml_dtypes.finfo knows its own types too
         self._info = info
         self.dtype = info.dtype
         self.bits = int(info.bits)

@@ -93,11 +93,11 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
 
 
 def _max_identity(dt):
-    return -np.inf if dtypes.is_floating(dt) else (False if dt == np.bool_ else np.iinfo(dt).min)
+    return -np.inf if dtypes.is_floating(dt) else (False if dt == np.bool_ else dtypes.iinfo(dt).min)
 
 
 def _min_identity(dt):
-    return np.inf if dtypes.is_floating(dt) else (True if dt == np.bool_ else np.iinfo(dt).max)
+    return np.inf if dtypes.is_floating(dt) else (True if dt == np.bool_ else dtypes.iinfo(dt).max)
 
 
 def _check_nonempty(a, axis, fname, initial):

@@ -775,7 +775,7 @@ def _max_like(x):
     elif dt == np.bool_:
         v = True
     else:
-        v = np.iinfo(dt).max
+        v = dtypes.iinfo(dt).max
     return lax.full_like(x, v)
 
 

@@ -301,6 +301,8 @@ def float_power(x1, x2, /):
     without enable_x64)."""
     a, b = promote_args("float_power", x1, x2)
     f64 = np.dtype(np.float64)
+    if dtypes.is_lowp_float(_dt(a)):
+        return lax.pow(a, b)      # as JAX: the low-precision floats keep their dtype
     dt = dtypes.result_type(_dt(a), f64) if dtypes.is_inexact(_dt(a)) else \
         dtypes.canonicalize_dtype(f64)
     return lax.pow(lax.convert_element_type(a, dt), lax.convert_element_type(b, dt))
@@ -698,7 +700,10 @@ def spacing(x, /):
     x = _inexact_operand("spacing", x)
     if dtypes.is_complex(_dt(x)):
         raise TypeError("spacing is not defined for complex arrays")
-    toward = _select(signbit(x), _c(x, -np.inf), _c(x, np.inf))
+    big = np.inf
+    if dtypes.is_lowp_float(_dt(x)) and not np.isinf(np.float32(np.inf).astype(_dt(x))):
+        big = float(dtypes.finfo(_dt(x)).max)     # (no inf in the format: step to its max)
+    toward = _select(signbit(x), _c(x, -big), _c(x, big))
     out = lax.sub(nextafter(x, toward), x)
     return _select(isinf(x), _c(x, np.nan), out)
 
