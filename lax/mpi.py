@@ -59,7 +59,7 @@ from tracer.interpreters import ad, batching
 from tracer.interpreters.ad import Zero
 
 __all__ = ["allreduce", "allgather", "reduce_scatter", "alltoall", "ppermute", "bcast",
-           "PRIMITIVE_NAMES"]
+           "replicated_in", "replicated_out", "PRIMITIVE_NAMES"]
 
 # MPI has a predefined datatype and MPI_SUM for these (mpi4py maps them from the buffer).
 _MPI_SUM_DTYPES = frozenset(np.dtype(t) for t in (
@@ -484,3 +484,57 @@ def bcast(x, root, group):
 
 PRIMITIVE_NAMES = frozenset(p.name for p in (allreduce_p, allgather_p, reduce_scatter_p,
                                              alltoall_p, ppermute_p, bcast_p))
+
+
+# ========================= values replicated across the processes =========================
+# A pmap/shard_map input that is not mapped over the processes (in_axes None, a spec
+# without the mesh axis) and an output replicated across them (out_axes None, out_specs
+# without it) are one global value, held by every process: the vmap over the stacked
+# blocks of all processes, which the cross-process program must equal, has it once. Under
+# grad, each process seeds (or receives) a cotangent for its own copy, so these two
+# identities at the boundary make the copies count once: a replicated output's cotangent
+# is shared among the P processes (each holds 1/P of it), and a replicated input's
+# cotangent is the sum of every process's part (JAX's shard_map: an unmapped input's
+# cotangent is psum-ed over the mesh axis). Neither communicates in the forward pass.
+
+def _replicated_out_transpose(cts, x, *, group):
+    (ct,) = cts
+    if type(ct) is Zero:
+        return [None]
+    from lax.elementwise import div
+    return [div(ct, group.size)]
+
+
+def _replicated_in_transpose(cts, x, *, group):
+    (ct,) = cts
+    if type(ct) is Zero:
+        return [None]
+    return [allreduce(ct, "sum", group)]
+
+
+def _identity_batcher(p):
+    def rule(axis_data, vals, dims, **params):
+        return [p.bind(vals[0], **params)], list(dims)
+    return rule
+
+
+replicated_out_p = Primitive("mpi_replicated_out")
+replicated_in_p = Primitive("mpi_replicated_in")
+for _p, _t in ((replicated_out_p, _replicated_out_transpose),
+               (replicated_in_p, _replicated_in_transpose)):
+    _p.def_abstract_eval(lambda x, *, group: x)
+    _p.def_impl(lambda x, *, group: x)
+    ad.deflinear(_p, _t)
+    batching.primitive_batchers[_p] = _identity_batcher(_p)
+
+
+def replicated_out(x, group):
+    """``x`` (a pmap/shard_map output replicated across the processes of ``group``) as it
+    is; under grad its cotangent is divided among the processes (see above)."""
+    return replicated_out_p.bind(x, group=group)
+
+
+def replicated_in(x, group):
+    """``x`` (a pmap/shard_map input not mapped over the processes of ``group``) as it is;
+    under grad its cotangent is summed over the processes (see above)."""
+    return replicated_in_p.bind(x, group=group)

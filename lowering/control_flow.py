@@ -18,6 +18,7 @@ computed before anything reading its results, which is what the barrier promises
 from __future__ import annotations
 
 from lax import control_flow as cf
+from lax import mpi
 from lowering.ir import ControlFlowSpec
 from lowering.passes import inline_rules
 from lowering.rules import lowering_rules
@@ -55,4 +56,7 @@ lowering_rules[cf.scan_p] = _scan_lower
 lowering_rules[cf.while_p] = _while_lower
 lowering_rules[cf.cond_p] = _cond_lower
 lowering_rules[cf.optimization_barrier_p] = _barrier_lower
+# (the cross-process boundary identities matter to grad only: lax/mpi.py)
+lowering_rules[mpi.replicated_in_p] = lambda ctx, in_avals, out_avals, x, *, group: [x]
+lowering_rules[mpi.replicated_out_p] = lambda ctx, in_avals, out_avals, x, *, group: [x]
 inline_rules[cf.composite_p] = lambda eqn: eqn.params["jaxpr"]

@@ -115,7 +115,9 @@ def test_2d_mesh_with_sub_communicators(tmp_path):
     assert rc == 0, out[-6000:]
     assert passed_cases(tmp_path, 4) == [
         "psum model", "psum both", "axis_index", "all_gather data", "matmul",
-        "ppermute model", "jit psum data", "grad psum model"]
+        "ppermute model", "jit psum data", "grad psum model", "grad psum P()",
+        "grad data-parallel pmean", "jit grad data-parallel pmean",
+        "grad replicated pass-through", "grad pmap out_axes=None", "grad pmap in_axes=None"]
 
 
 def test_loops_holding_collectives_stay_compiled(tmp_path):

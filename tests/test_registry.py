@@ -41,7 +41,7 @@ LINEAR_ELSEWHERE = {
     "ragged_all_to_all", "custom_linear_solve",
     # the MPI steps of multi-process pmap (tests/test_distributed.py)
     "mpi_allreduce", "mpi_allgather", "mpi_reduce_scatter", "mpi_alltoall", "mpi_ppermute",
-    "mpi_bcast",
+    "mpi_bcast", "mpi_replicated_in", "mpi_replicated_out",
 }
 
 # kind -> {primitive name: why it has no such rule}

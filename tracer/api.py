@@ -740,6 +740,11 @@ def _vmap(fun, in_axes, out_axes, axis_name, axis_size, fname, group=None,
         if check_size is not None:
             check_size(size)
         leaves = [x if a is None else _as_array(x) for x, a in zip(leaves, norm_axes)]
+        if group is not None:
+            # unmapped inputs are one value held by every process (lax/mpi.py)
+            from lax import mpi
+            leaves = [mpi.replicated_in(x, group) if a is None and isinstance(x, Tracer)
+                      else x for x, a in zip(leaves, norm_axes)]
 
         def check_out(pairs):
             for path, o in pairs:
@@ -772,6 +777,9 @@ def _vmap(fun, in_axes, out_axes, axis_name, axis_size, fname, group=None,
                         f"({aval.str_short()} per member) depends on the mapped axis of size "
                         f"{size}. Give it an int out_axes to stack it, or reduce over the "
                         "axis first (e.g. with lax.psum and an axis_name)")
+                if group is not None and isinstance(o, Tracer):
+                    from lax import mpi    # one value held by every process (lax/mpi.py)
+                    o = mpi.replicated_out(o, group)
                 final.append(o)
                 continue
             nd = aval.ndim + 1

@@ -192,9 +192,10 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, *, check_vma=Tru
                                  check_vma=check_vma, check_rep=check_rep,
                                  axis_names=axis_names)
     from tracer import api, distributed
-    from tracer.core import get_aval
+    from tracer.core import Tracer, get_aval
     from tracer.pytree import broadcast_prefix, tree_flatten, tree_unflatten
     from tracer.interpreters import batching
+    from lax import mpi
     from lax.shapes import reshape, transpose
     fname = f"shard_map({getattr(f, '__name__', 'f')})"
     if not isinstance(mesh, Mesh):
@@ -261,7 +262,11 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, *, check_vma=Tru
             # vmap over mesh axis ``name``: the leaves partitioned over it are mapped
             # along their axis 0 (at this level); outputs partitioned over it get its
             # axis first, replicated ones must not vary over it (JAX's replication check)
+            cross = group is not None and group.size > 1
             def level(*xs):
+                if cross:   # inputs not split over this axis: one value on every process
+                    xs = [mpi.replicated_in(x, group) if d is None and isinstance(x, Tracer)
+                          else x for x, d in zip(xs, in_dims)]
                 outs, dims = batching.vmap_flat(inner, size, name, in_dims, list(xs), group)
                 res = []
                 for i, (o, d) in enumerate(zip(outs, dims)):
@@ -273,6 +278,8 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, *, check_vma=Tru
                             f"its out_specs entry does not partition it over {name!r} "
                             "(replicated outputs must be the same on every device: reduce "
                             "them with psum/pmean first, or partition them)")
+                    elif cross and isinstance(o, Tracer):
+                        res.append(mpi.replicated_out(o, group))   # (lax/mpi.py)
                     else:
                         res.append(o)
                 return res

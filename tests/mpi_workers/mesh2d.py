@@ -51,8 +51,32 @@ W = np.arange(8.0).reshape(4, 2) + 1      # the weights of each data row block
 g = tracer.grad(lambda v: tnp.sum(sm(lambda u: lax.psum(u * u, "model"), mesh,
                                      P("data", "model"), P("data", None))(v)
                                   * W[2 * a:2 * a + 2, :1]))(blk)
-# the processes (a, 0) and (a, 1) both add W_a * S_a to the global loss
-check("grad psum model", g, 2 * 2 * blk * W[2 * a:2 * a + 2, :1])
+# the output, replicated over "model", is one global value (JAX's shard_map): the loss
+# counts it once, though processes (a, 0) and (a, 1) both hold it
+check("grad psum model", g, 2 * blk * W[2 * a:2 * a + 2, :1])
+
+# Replicated values under grad, as JAX's global semantics: the loss of a replicated output
+# (out_specs=P()) counts once, a replicated input's cotangent sums every process's part.
+g = tracer.grad(lambda v: tnp.sum(sm(lambda u: lax.psum(u * u, ("data", "model")), mesh,
+                                     P("data", "model"), P())(v)))(blk)
+check("grad psum P()", g, 2 * blk)
+th0 = 0.5
+loss = lambda th, v: sm(lambda t, u: lax.pmean(tnp.sum((t * u) ** 2), ("data", "model")),
+                        mesh, (P(), P("data", "model")), P())(th, v)
+want = np.mean([np.sum(2 * th0 * x[2 * i:2 * i + 2, 4 * j:4 * j + 4] ** 2)
+                for i in range(2) for j in range(2)])
+check("grad data-parallel pmean", tracer.grad(loss)(tnp.asarray(th0), blk), want)
+check("jit grad data-parallel pmean", tracer.jit(tracer.grad(loss))(tnp.asarray(th0), blk),
+      want)
+check("grad replicated pass-through", tracer.grad(
+    lambda t: sm(lambda u: u * 3.0, mesh, P(), P())(t))(tnp.asarray(2.0)), 3.0)
+row = x[R:R + 1]                          # pmap over all 4 processes, one member each
+g = tracer.grad(lambda v: tnp.sum(tracer.pmap(lambda u: lax.psum(u * u, "i"), axis_name="i",
+                                              out_axes=None)(v)))(row)
+check("grad pmap out_axes=None", g, 2 * row)
+g = tracer.grad(lambda t: tnp.sum(tracer.pmap(lambda u, t: u * t, axis_name="i",
+                                              in_axes=(0, None))(row, t)))(tnp.asarray(1.0))
+check("grad pmap in_axes=None", g, x[:4].sum())
 if len(sys.argv) > 1:
     with open(os.path.join(sys.argv[1], f"rank{R}.txt"), "w") as fh:
         fh.write("\n".join(passed) + "\n")
