@@ -223,6 +223,20 @@ gv = tracer.grad(lambda a: tnp.sum(tracer.vmap(lambda x: sm(x, 2.0), axis_name="
                                    * wt.reshape(N, 2, 3)))(blocks)
 check("grad shard_map", g, np.asarray(gv).reshape(N * 2, 3)[R * L * 2:(R + 1) * L * 2])
 
+# ---- pooled outputs (lax/mpi.py _output): an output still held is never reused; a
+# dropped one is (no fresh pages per call)
+jps = tracer.jit(tracer.pmap(lambda x: lax.psum(x, "i"), axis_name="i"))
+big = np.full((L, 1 << 15), R + 1.0, np.float32)       # 128 KiB per process
+held = jps(big)
+again = jps(2 * big)
+held_view = np.asarray(jps(3 * big))[:, 1:]
+check("pool keeps held outputs", np.stack([np.asarray(held)[0, 0], np.asarray(again)[0, 0],
+                                           held_view[0, 0]]),
+      np.float32([1, 2, 3]) * L * sum(range(1, P + 1)))
+del held, again, held_view
+addrs = {np.asarray(jps(big)).ctypes.data for _ in range(3)}
+assert len(addrs) == 1, f"dropped psum outputs were not reused: {len(addrs)} buffers"
+passed.append("pool reuses dropped outputs")
 # ---- mismatched operands across processes: a clear error on every process, before any
 # buffer is exchanged (and the processes can go on)
 try:
