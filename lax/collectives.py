@@ -817,6 +817,12 @@ batching.axis_name_params[all_to_all_p] = "axes"
 # A send and its receive meet through a mailbox of the vmap that binds the axis: psend's
 # rule posts the members' stacked values (per permutation), precv's rule takes the oldest
 # matching post and applies the permutation. The token only orders them, as in XLA.
+# Over a multi-process pmap axis the post holds this process's members [L, ...] and the
+# precv moves them between the processes: one mpi_ppermute (lax/mpi.py: a header check,
+# then one MPI_Sendrecv per process shift along perm; both ends derive the counts from
+# perm, so no sizes travel and a pair cannot deadlock). The data moves at the precv, as
+# an XLA Send completes only when its Recv does; under jit it is a host step in program
+# order, like every MPI step.
 
 _mailboxes: dict = {}   # id(AxisData) -> (AxisData, {perm: [stacked values]})
 
@@ -837,8 +843,14 @@ def psend(x, axis_name, perm):
     destination)`` pairs (jax.lax.psend; XLA 'Send'); returns a token per array for the
     matching ``precv``. Under vmap the value travels to the ``precv`` with the same
     ``perm`` that follows in the same vmapped function (first sent, first received);
-    JAX's own vmap rules for psend/precv fail, so this pairing is tracer's. Not
-    differentiable."""
+    JAX's own vmap rules for psend/precv fail, so this pairing is tracer's. Over a
+    multi-process ``pmap`` axis the global members (process-major) exchange across the
+    processes at the matching ``precv`` (one MPI_Sendrecv per process shift); results equal
+    the single-process vmap's bit for bit. Differentiable from outside the map only:
+    ``grad`` of a function that vmaps / pmaps them differentiates what their rules become
+    (a gather of rows; across processes ``mpi_ppermute``, whose transpose is the inverse
+    permutation). ``grad`` inside the mapped function raises NotImplementedError (JAX
+    defines no jvp for psend/precv either)."""
     names = _one_name("psend", axis_name)
     pairs = _canon_perm("psend", perm, batching.axis_size(names[0], "psend"))
     leaves, tree = _leaves("psend", x)
@@ -852,7 +864,10 @@ def precv(token, out_shape, axis_name, perm):
     nothing get zeros. ``out_shape`` (a ShapeDtypeStruct) is the per-member shape and
     dtype, checked against the sent value (TypeError). ``token`` orders the receive
     after ``psend`` (or comes from ``create_token``). ValueError when nothing was sent
-    along ``perm`` in this vmap."""
+    along ``perm`` in this vmap (or pmap). Over a multi-process ``pmap`` axis this is where
+    the data crosses the processes (``lax.mpi.ppermute``: MPI_Sendrecv); processes whose
+    posted values disagree in shape or dtype raise ValueError on every process before any
+    data moves."""
     names = _one_name("precv", axis_name)
     pairs = _canon_perm("precv", perm, batching.axis_size(names[0], "precv"))
     aval = ShapedArray(tuple(out_shape.shape), dtypes.canonicalize_dtype(out_shape.dtype))
@@ -864,7 +879,6 @@ def _psend_batch(axis_data, vals, dims, *, axes, perm):
     (x,), (d,) = vals, dims
     if axis_data.name not in axes:
         return _pass_through(psend_p, axis_data, x, d, dict(axes=axes, perm=perm))
-    _not_across_processes("psend", axis_data)
     _mailbox(axis_data).setdefault(perm, []).append(_stacked(x, d, axis_data.size))
     return [create_token_p.bind()], [None]
 
@@ -887,12 +901,15 @@ def _precv_batch(axis_data, vals, dims, *, axes, perm, out_aval):
     if not posts:
         raise ValueError(f"precv over axis {axis_data.name!r} with perm {perm}: nothing was "
                          "sent with psend along this permutation in this vmap (call psend "
-                         "first, in the same vmapped function)")
+                         "first, in the same vmapped or pmapped function)")
     v = posts.pop(0)
     got = get_aval(v)
     if got.shape[1:] != out_aval.shape or got.dtype != out_aval.dtype:
         raise TypeError(f"precv: out_shape {out_aval.str_short()} does not match the value "
                         f"sent by psend ({got.update(shape=got.shape[1:]).str_short()})")
+    if axis_data.group is not None:
+        from lax import mpi
+        return [mpi.ppermute(v, perm, axis_data.group)], [0]
     return [_apply_perm(v, perm, axis_data.size)], [0]
 
 

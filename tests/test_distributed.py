@@ -94,6 +94,11 @@ COLLECTIVE_CASES = {
     "vmap outside", "pmap of jit[0]", "jit of pmap", "mismatch", "mismatch dtype",
     "block size", "after errors[0]", "shard_map psum", "shard_map sharded out",
     "shard_map all_gather", "grad shard_map",
+    "psend/precv shift[0]", "psend/precv partial[0]", "psend/precv order[0]",
+    "psend/precv order[1]", "psend/precv order[2]", "psend/precv scalar[0]",
+    "pmap of jit psend/precv[0]", "jit of pmap psend/precv", "grad psend/precv",
+    "psend/precv mismatch", "precv without psend", "pool keeps held outputs",
+    "pool reuses dropped outputs",
 } | {f"{kind} {name}" for kind in ("grad", "pmap(grad)")
      for name in ("psum", "pmean", "all_gather", "psum_scatter", "all_to_all", "ppermute",
                   "pbroadcast", "axis_index")}

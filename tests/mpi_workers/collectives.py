@@ -126,6 +126,56 @@ same_as_vmap("ppermute partial", lambda x: lax.ppermute(x, "i", [(N - 1, 0), (0,
              f64)
 same_as_vmap("pbroadcast", lambda x: lax.pbroadcast(x, "i", N - 1), i32)
 same_as_vmap("pshuffle", lambda x: lax.pshuffle(x, "i", list(reversed(range(N)))), f32)
+# ---- psend / precv: the data crosses the processes at the precv (MPI_Sendrecv)
+from tracer import ShapeDtypeStruct  # noqa: E402
+shift = [(j, (j + 1) % N) for j in range(N)]
+back = [(j, (j - 1) % N) for j in range(N)]
+
+
+def send_recv(x, perm=shift):
+    return lax.precv(lax.psend(x, "i", perm), ShapeDtypeStruct(x.shape, x.dtype), "i", perm)
+
+
+def two_sends(x, y):
+    # two posts on one perm: first sent, first received; a second perm in between
+    t1, t2 = lax.psend(x, "i", shift), lax.psend(y, "i", shift)
+    t3 = lax.psend(x * 2, "i", back)
+    a = lax.precv(t1, ShapeDtypeStruct(x.shape, x.dtype), "i", shift)
+    c = lax.precv(t3, ShapeDtypeStruct(x.shape, x.dtype), "i", back)
+    b = lax.precv(t2, ShapeDtypeStruct(y.shape, y.dtype), "i", shift)
+    return a, b, c
+
+
+same_as_vmap("psend/precv shift", send_recv, i32)
+same_as_vmap("psend/precv partial", lambda x: send_recv(x, [(N - 1, 0), (0, N - 1)]), f64)
+same_as_vmap("psend/precv order", two_sends, f64, i32)
+same_as_vmap("psend/precv scalar", lambda x: send_recv(x[0, 0]), f32)
+same_as_vmap("pmap of jit psend/precv", tracer.jit(send_recv), i32)
+check("jit of pmap psend/precv", tracer.jit(tracer.pmap(send_recv, axis_name="i"))(f64[block]),
+      np.asarray(tracer.vmap(send_recv, axis_name="i")(f64))[block])
+wsr = rng.standard_normal(f64.shape)
+check("grad psend/precv",
+      tracer.grad(lambda a: tnp.sum(tracer.pmap(lambda x: send_recv(x * x), axis_name="i")(a)
+                                    * wsr[block]))(f64[block]),
+      np.asarray(tracer.grad(lambda a: tnp.sum(tracer.vmap(
+          lambda x: send_recv(x * x), axis_name="i")(a) * wsr))(f64))[block])
+try:     # ranks posting different shapes: ValueError on every process, nothing moved
+    tracer.pmap(send_recv, axis_name="i")(np.ones((L, 2 + R), np.float32))
+except ValueError as e:
+    assert "mismatched collectives" in str(e) and "rank 1" in str(e), e
+    print(f"OK psend/precv mismatch rank={R}", flush=True)
+    passed.append("psend/precv mismatch")
+else:
+    raise AssertionError("psend/precv of mismatched shapes across processes did not raise")
+try:
+    tracer.pmap(lambda x: lax.precv(lax.create_token(), ShapeDtypeStruct(x.shape, x.dtype),
+                                    "i", shift), axis_name="i")(f64[block])
+except ValueError as e:
+    assert "nothing was sent" in str(e) and "pmapped" in str(e), e
+    print(f"OK precv without psend rank={R}", flush=True)
+    passed.append("precv without psend")
+else:
+    raise AssertionError("precv without a psend did not raise")
 # ---- transformations around the pmap'd collectives
 same_as_vmap("vmap inside", lambda x: tracer.vmap(lambda r: lax.psum(r, "i"))(x), f64)
 same_as_vmap("vmap inside, named", lambda x: tracer.vmap(
@@ -173,6 +223,20 @@ gv = tracer.grad(lambda a: tnp.sum(tracer.vmap(lambda x: sm(x, 2.0), axis_name="
                                    * wt.reshape(N, 2, 3)))(blocks)
 check("grad shard_map", g, np.asarray(gv).reshape(N * 2, 3)[R * L * 2:(R + 1) * L * 2])
 
+# ---- pooled outputs (lax/mpi.py _output): an output still held is never reused; a
+# dropped one is (no fresh pages per call)
+jps = tracer.jit(tracer.pmap(lambda x: lax.psum(x, "i"), axis_name="i"))
+big = np.full((L, 1 << 15), R + 1.0, np.float32)       # 128 KiB per process
+held = jps(big)
+again = jps(2 * big)
+held_view = np.asarray(jps(3 * big))[:, 1:]
+check("pool keeps held outputs", np.stack([np.asarray(held)[0, 0], np.asarray(again)[0, 0],
+                                           held_view[0, 0]]),
+      np.float32([1, 2, 3]) * L * sum(range(1, P + 1)))
+del held, again, held_view
+addrs = {np.asarray(jps(big)).ctypes.data for _ in range(3)}
+assert len(addrs) == 1, f"dropped psum outputs were not reused: {len(addrs)} buffers"
+passed.append("pool reuses dropped outputs")
 # ---- mismatched operands across processes: a clear error on every process, before any
 # buffer is exchanged (and the processes can go on)
 try:
