@@ -186,12 +186,16 @@ def psum(x, axis_name, *, axis_index_groups=None):
 
     ``x`` is a pytree of numeric arrays/scalars; shapes and dtypes are kept. ``psum(1,
     'i')`` is the size of axis 'i'. Raises NameError outside a ``vmap(...,
-    axis_name=...)`` binding the name, TypeError for bool operands."""
+    axis_name=...)`` binding the name. Bool operands are counted (int32, as jax.lax.psum)."""
     _check_groups("psum", axis_index_groups)
     names = _axis_names(axis_name)
     leaves, tree = _leaves("psum", x)
     if not leaves:
         return x
+    # bools count, as in jax.lax.psum (int32 counts)
+    from lax.elementwise import convert_element_type
+    leaves = [convert_element_type(v, np.int32) if get_aval(v).dtype == np.bool_ else v
+              for v in leaves]
     return tree_unflatten(tree, psum_p.bind(*leaves, axes=names))
 
 

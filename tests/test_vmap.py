@@ -790,3 +790,13 @@ def test_jvp_and_vjp_of_vmap_and_vmap_of_jvp():
     _, pull = tracer.vjp(f, x)
     (ct,) = pull(np.ones_like(x))
     check_close(ct, np.cos(x) * x[:, ::-1] + np.sin(x[:, ::-1]))
+
+
+def test_psum_of_bools_counts_them_as_jax():
+    # jax.lax.psum converts bool operands to int32 counts (vmap, pmap and MPI alike)
+    x = np.array([[True, False], [True, True], [False, False]])
+    out = tracer.vmap(lambda v: lax.psum(v, "i"), axis_name="i")(x)
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(out), np.tile(x.sum(0, dtype=np.int32), (3, 1)))
+    out = tracer.jit(tracer.vmap(lambda v: lax.psum(v, "i"), axis_name="i"))(x)
+    np.testing.assert_array_equal(np.asarray(out), np.tile(x.sum(0, dtype=np.int32), (3, 1)))
