@@ -26,7 +26,7 @@
 #
 # or as a plain `python tutorials/08_data_parallel.py` (one process).
 # `TRACER_TUTORIAL_FAST=1` trains for two epochs only, as CI does. The `mpi` extra
-# (`pip install 'tracer-numba[mpi]'`) provides mpi4py and `mpiexec`.
+# (`pip install -e ".[mpi]"` in the repository, as README says) provides mpi4py and `mpiexec`.
 
 # %%
 import os
