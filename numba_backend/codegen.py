@@ -635,11 +635,9 @@ class _KernelGen:
         """The input row a direct Load's run reads (a 1-d C-contiguous view)."""
         outer = e.index[:len(e.index) - (self.k.ndim - self.run[0])]
         src = f"in{e.arg}[{', '.join(expr(i) for i in outer)}]" if outer else f"in{e.arg}"
-        if len(e.index) - len(outer) == 1:
-            return src
-        # (numba_backend.views: ndarray.reshape's compile is a general implementation)
-        self.array_imports.add(("numba_backend.views", "reshape_c", "reshape_c"))
-        return f"reshape_c({src}, ({src}.size,))"
+        # (not numba_backend.views.reshape_c: kernels also run as plain Python, in the
+        # debug_kernels mode, where an intrinsic cannot)
+        return src if len(e.index) - len(outer) == 1 else f"{src}.reshape(-1)"
 
     def _emit_run_nest(self, em, blocks, expr, parallel):
         """A kernel whose float sums are added up in NumPy's order (module
