@@ -912,6 +912,11 @@ def ufunc(name: str, dtype):
     if u is None:
         nargs = NARGS.get(name, 1)
         sig = f"{key_dt.name}({', '.join([key_dt.name] * nargs)})"
+        # Building a ufunc lowers its loop wrapper with the CPU target's registries; a
+        # process that has only loaded cached code (numba_backend._numba loads without
+        # installing them) has none yet, and the wrapper would fail to lower a cast.
+        from numba.core.registry import cpu_target
+        cpu_target.target_context.refresh()
         u = numba.vectorize([sig], cache=True)(kernel(name, key_dt))
         _UFUNCS[key] = u
     return u

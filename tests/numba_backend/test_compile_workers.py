@@ -283,3 +283,32 @@ def test_library_kernels_compile_in_a_worker_before_the_switch(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     hits, misses = map(int, out.stdout.split()[-2:])
     assert hits >= 1 and misses == 0, out.stdout
+
+
+LOADED_THEN_UFUNC = textwrap.dedent("""
+    import numpy as np
+    import tracer, tracer.numpy as tnp, lax
+    tracer.config.update("jit_compile", "sync")
+    f = tracer.jit(lambda x: tnp.sum(tnp.exp(-x * x) * 0.625 + x, axis=-1))
+    print(np.asarray(f(np.linspace(-1, 1, 12).reshape(3, 4))).tolist())
+    x = np.array([0.0, 0.5, 3.0, -2.0], np.float32)
+    print(np.asarray(lax.erfc(x)).tolist())
+""")
+
+
+def test_eager_ufunc_after_loading_cached_kernels(tmp_path):
+    """A process whose first Numba work is loading cached kernels (no registries
+    installed) can then build a special function's ufunc from Numba's cache: the second
+    run used to fail in Numba's lowering of the ufunc's loop wrapper."""
+    env = dict(os.environ, TRACER_CACHE_DIR=str(tmp_path / "t"),
+               NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=ROOT)
+    run = lambda: subprocess.run([sys.executable, "-c", LOADED_THEN_UFUNC], env=env,
+                                 cwd=ROOT, capture_output=True, text=True, timeout=600)
+    first = run()
+    assert first.returncode == 0, first.stderr
+    second = run()
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout
+    from scipy.special import erfc
+    got = eval(second.stdout.splitlines()[1])
+    np.testing.assert_allclose(got, erfc(np.array([0.0, 0.5, 3.0, -2.0])), rtol=1e-6)
