@@ -108,8 +108,9 @@ def eager_binary(p: Primitive, fname: str, x, y):
     It applies to a concrete Array of a float or complex dtype with a Python float or int
     (``x * 2.0``; such a scalar takes the array's dtype, weakly), or two concrete Arrays
     of one aval (``x + y``), with no transformation active: then nothing needs promoting,
-    broadcasting or a trace, and the primitive's impl runs at once (``core.eval_primitive``:
-    the memoised abstract eval, the impl and the result's aval)."""
+    broadcasting or a trace, and the primitive's impl runs at once, through the memoised
+    plan (result aval and impl) that ``core.eval_primitive`` uses, without its loops over
+    operands and results."""
     if core._dynamic_trace.level:
         return None
     tx, ty = type(x), type(y)
@@ -132,7 +133,22 @@ def eager_binary(p: Primitive, fname: str, x, y):
         x = _weak_scalar(fname, x, dt)
     else:
         return None
-    return core.eval_primitive(p, (x, y), {})[0]
+    ax, ay = x._aval or x.aval, y._aval or y.aval
+    key = (p, ax, ay)
+    (out_aval,), fn, quiet = (core._eval_plans.get(key)
+                              or core.eval_plan(key, p, [ax, ay], {}))
+    if not quiet or type(out_aval) is not ShapedArray:
+        return core.eval_primitive(p, (x, y), {})[0]
+    token = _extobj_contextvar.set(_ignoring_state())
+    try:
+        o = fn(x._value, y._value)
+    finally:
+        _extobj_contextvar.reset(token)
+    if type(o) is not np.ndarray:
+        o = np.asarray(o)
+    if o.dtype != out_aval.dtype:
+        o = o.astype(out_aval.dtype)
+    return core._new_array(o, out_aval)
 
 
 def promote_weak_scalars(fname: str, *args):
@@ -267,6 +283,7 @@ def lowp_widening(name: str, impl: Callable, result_dtype=None) -> Callable:
         return narrow(out, want)
 
     wrapped.__name__ = getattr(impl, "__name__", name)
+    wrapped.plain_impl = impl     # what runs on operands of no low-precision dtype
     inner = getattr(impl, "impl_without_errstate", None)
     if inner is not None:
         wrapped.impl_without_errstate = lowp_widening(name, inner, result_dtype)
@@ -314,24 +331,7 @@ def standard_naryop(name: str, impl: Callable, allowed=_num, nargs: int = 2,
     return p
 
 
-try:    # NumPy >= 2: the error state is a context variable holding an "extobj"
-    from numpy._core._multiarray_umath import _make_extobj
-    from numpy._core._ufunc_config import _extobj_contextvar
-except ImportError:     # another layout: np.errstate itself
-    _extobj_contextvar = None
-_quiet = [None, None]   # [the state it was made from, the same state ignoring all errors]
-
-
-def _ignoring_state():
-    """The current error state with every floating-point error ignored (made once per
-    state: ``np.errstate`` costs more than a small ufunc call, the eager path's impls
-    need only this)."""
-    cur = _extobj_contextvar.get()
-    last, quiet = _quiet
-    if cur is not last:
-        quiet = _make_extobj(all="ignore")
-        _quiet[:] = [cur, quiet]
-    return quiet
+_extobj_contextvar, _ignoring_state = core.extobj_contextvar, core.ignoring_fp_errors
 
 
 def np_errstate(fn):

@@ -705,14 +705,60 @@ def abstract_eval_cached(primitive, avals, params):
     return out
 
 
+try:    # NumPy >= 2: the floating-point error state is a context variable ("extobj")
+    from numpy._core._multiarray_umath import _make_extobj
+    from numpy._core._ufunc_config import _extobj_contextvar as extobj_contextvar
+except ImportError:     # another layout: impls enter np.errstate themselves
+    extobj_contextvar = None
+_quiet = [None, None]   # [the state it was made from, the same state ignoring all errors]
+
+
+def ignoring_fp_errors():
+    """The current NumPy error state with every floating-point error ignored, to set on
+    ``extobj_contextvar`` around an impl (made once per state: ``np.errstate`` costs
+    more than a small ufunc call)."""
+    cur = extobj_contextvar.get()
+    last, quiet = _quiet
+    if cur is not last:
+        quiet = _make_extobj(all="ignore")
+        _quiet[:] = [cur, quiet]
+    return quiet
+
+
+_eval_plans: dict = {}
+
+
+def eval_plan(key, primitive, avals, params):
+    """(out avals, the function to call, whether to call it with floating-point errors
+    ignored) for ``eval_primitive``, memoised in ``_eval_plans`` under ``key``
+    (``(primitive, *avals, *params.items())``, or None when a param is unhashable). An impl made by ``lax.utils.np_errstate`` exposes
+    ``impl_without_errstate``, and one made by ``lax.utils.lowp_widening`` its
+    ``plain_impl`` for operands of no low-precision dtype: calling those directly under
+    one error-state switch skips two Python frames per operation."""
+    out_avals = abstract_eval_cached(primitive, avals, params)
+    impl = primitive.impl
+    inner = getattr(impl, "impl_without_errstate", None)
+    if inner is None or extobj_contextvar is None:
+        plan = out_avals, impl, False
+    elif not any(dtypes.is_lowp(getattr(a, "dtype", None)) for a in avals):
+        plan = out_avals, getattr(inner, "plain_impl", inner), True
+    else:
+        plan = out_avals, inner, True
+    if key is not None:
+        if len(_eval_plans) >= 20_000:    # (bounded, as abstract_eval_cached)
+            _eval_plans.clear()
+        _eval_plans[key] = plan
+    return plan
+
+
 def eval_primitive(primitive, args, params):
     """Run ``primitive``'s NumPy impl on concrete values; returns a list of Arrays.
 
     This is the eager hot path (one call per operation): Arrays are unpacked without
-    re-deriving their avals, and the abstract eval is memoised.
+    re-deriving their avals, and the abstract eval and the choice of impl are memoised
+    per (primitive, avals, params).
     """
-    impl = primitive.impl
-    if impl is None:
+    if primitive.impl is None:
         raise NotImplementedError(f"Evaluation rule for '{primitive.name}' not implemented")
     avals = []
     vals = []
@@ -726,8 +772,20 @@ def eval_primitive(primitive, args, params):
         else:
             avals.append(get_aval(a))
             vals.append(to_numpy(a))
-    out_avals = abstract_eval_cached(primitive, avals, params)
-    outs = impl(*vals, **params)
+    try:
+        key = (primitive, *avals, *params.items()) if params else (primitive, *avals)
+        plan = _eval_plans.get(key)
+    except TypeError:       # an unhashable param
+        key, plan = None, None
+    out_avals, fn, quiet = plan or eval_plan(key, primitive, avals, params)
+    if quiet:
+        token = extobj_contextvar.set(ignoring_fp_errors())
+        try:
+            outs = fn(*vals, **params)
+        finally:
+            extobj_contextvar.reset(token)
+    else:
+        outs = fn(*vals, **params)
     if not primitive.multiple_results:
         outs = (outs,)
     result = []
@@ -748,8 +806,9 @@ def eval_primitive(primitive, args, params):
 
 def _new_array(value: np.ndarray, aval: ShapedArray) -> "Array":
     """An Array around a fresh impl result whose aval is already known."""
-    if value.flags.writeable:   # a fresh result (impls get read-only operands)
-        value.flags.writeable = False
+    # A fresh result (impls get read-only operands); setflags costs less than reading
+    # .flags first, and clearing the flag of an array that has it cleared is harmless.
+    value.setflags(write=False)
     a = Array.__new__(Array)
     a._value = value
     a._weak_type = aval.weak_type

@@ -115,3 +115,34 @@ def test_transformations_see_tracers_not_the_fast_path():
     np.testing.assert_allclose(np.asarray(tracer.grad(f)(x)), 3.0 + 2 * x)
     np.testing.assert_allclose(np.asarray(tracer.vmap(tracer.grad(f))(np.stack([x, 2 * x]))),
                                np.stack([3.0 + 2 * x, 3.0 + 4 * x]))
+
+
+def test_eval_plans_keep_error_state_and_low_precision_dispatch():
+    """``core.eval_primitive``'s memoised plan runs the bare NumPy function under an
+    ignoring error state: a user's ``np.errstate(all="raise")`` neither raises inside an
+    op (IEEE results are the semantics) nor is lost after it; a primitive first met on
+    float32 operands still widens and rounds when it meets bfloat16 ones (the plan is
+    per aval), and results stay read-only."""
+    import ml_dtypes
+    big = jnp.asarray(np.array([3e38, -3e38, 1.0], np.float32))
+    with np.errstate(all="raise"):
+        s = big + big                     # overflow: inf, no FloatingPointError
+        q = jnp.sqrt(jnp.asarray(np.float32(-1.0)))
+        lg = jnp.log(jnp.asarray(np.array([0.0, -1.0], np.float32)))
+        with pytest.raises(FloatingPointError):
+            np.float32(3e38) * np.float32(10)   # the user's state is still in force
+    np.testing.assert_array_equal(np.asarray(s), [np.inf, -np.inf, 2.0])
+    assert np.isnan(np.asarray(q)) and np.asarray(lg)[0] == -np.inf
+    assert not np.asarray(s).flags.writeable
+    x32 = np.array([1.0, 1.0078125, 3.0], np.float32)     # bf16-representable
+    want = (x32 * x32).astype(ml_dtypes.bfloat16)          # 1.0078125**2 rounds
+    a32 = jnp.asarray(x32)
+    _ = a32 * a32, jnp.sin(a32)
+    b = jnp.asarray(x32.astype(ml_dtypes.bfloat16))
+    got = b * b
+    assert got.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint16), want.view(np.uint16))
+    np.testing.assert_array_equal(
+        np.asarray(jnp.sin(b)).view(np.uint16),
+        np.sin(x32.astype(ml_dtypes.bfloat16).astype(np.float32))
+        .astype(ml_dtypes.bfloat16).view(np.uint16))
