@@ -912,6 +912,11 @@ def ufunc(name: str, dtype):
     if u is None:
         nargs = NARGS.get(name, 1)
         sig = f"{key_dt.name}({', '.join([key_dt.name] * nargs)})"
+        # numba.vectorize builds its ufunc wrapper on the CPU context as it is; after
+        # kernels were loaded from the disk cache without its registries
+        # (numba_backend._numba.load_without_refresh) that context lacks them
+        from numba.core.registry import cpu_target
+        cpu_target.target_context.refresh()
         u = numba.vectorize([sig], cache=True)(kernel(name, key_dt))
         _UFUNCS[key] = u
     return u
