@@ -160,10 +160,10 @@ _LOWP_REMAPS = frozenset({"broadcast_in_dim", "concatenate", "dynamic_slice",
 _WIDE_INTS = (np.dtype(np.int64), np.dtype(np.uint64))
 _BF16 = np.dtype(dtypes.bfloat16)
 _F16 = np.dtype(np.float16)
-# float32 functions whose compiled results (numba_backend.vecmath, libm) differ from
-# NumPy's SIMD loops by an ulp (docs/ARCHITECTURE.md, section 3; exp2 to atan2 on CPUs
-# with AVX-512): rounded to bfloat16 or float8_e8m0fnu, such an ulp can change the
-# result, so these stay host steps for the types eager computes in float32.
+# float32 functions whose compiled results (the backend's vectorizable math, libm)
+# differ from NumPy's SIMD loops by an ulp (docs/ARCHITECTURE.md, section 3; exp2 to
+# atan2 on CPUs with AVX-512): rounded to bfloat16 or float8_e8m0fnu, such an ulp can
+# change the result, so these stay host steps for the types eager computes in float32.
 _F32_WITHIN_ULPS = frozenset({"exp", "log", "sin", "cos", "tanh", "cbrt", "erf", "exp2",
                               "expm1", "log1p", "tan", "pow", "atan2"})
 
@@ -176,7 +176,7 @@ def lowp_plan(prim, in_avals, out_avals, params):
     """How an equation touching a low-precision (ml_dtypes) type lowers: None when none
     of its operands or results has one; "host" when it stays a host step; "direct" when
     its rule handles the types itself (conversions, selects, element moves: kernels
-    load, convert and store them, ``numba_backend.codegen``); else the operand and result
+    load, convert and store them); else the operand and result
     avals in the types eager computes them in (``lax.utils.lowp_widening``): the rule
     runs there, between a widening and a rounding conversion (``apply_scalar_rule``)."""
     if not (any(map(_is_lowp, in_avals)) or any(map(_is_lowp, out_avals))):

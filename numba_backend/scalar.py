@@ -134,7 +134,8 @@ def bf16_round32(x):
     rounded off to nearest even, NaN to the quiet NaN of its sign."""
     b = np.float32(x).view(np.uint32)
     if (b & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
-        return np.uint32((b & np.uint32(0x80000000)) | np.uint32(0x7FC00000)).view(np.float32)
+        q = (b & np.uint32(0x80000000)) | np.uint32(0x7FC00000)
+        return np.uint32(q).view(np.float32)
     b = b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))
     return np.uint32(b & np.uint32(0xFFFF0000)).view(np.float32)
 
@@ -234,7 +235,8 @@ def _lowp_tables():
             continue
         dbits = dec.view(np.uint32)
         nan = np.isnan(dec)
-        dbits[nan] |= (np.arange(256, dtype=np.uint32)[nan] & np.uint32(0x7F)) << np.uint32(13)
+        low = np.arange(256, dtype=np.uint32)[nan] & np.uint32(0x7F)
+        dbits[nan] |= low << np.uint32(13)
         enc = narrow(halves, t).view(np.uint8).copy()
         store = enc.copy()
         n = 16 if t == np.dtype(dtypes.float4_e2m1fn) else 256  # (its 16 patterns)

@@ -10,7 +10,8 @@ import numpy as np
 
 from tracer import dtypes
 
-_BITS = {np.dtype(np.float16): np.dtype(np.uint16), np.dtype(dtypes.bfloat16): np.dtype(np.uint16)}
+_BITS = {np.dtype(np.float16): np.dtype(np.uint16),
+         np.dtype(dtypes.bfloat16): np.dtype(np.uint16)}
 # (ml_dtypes stores every 8-, 4- and 2-bit type in one byte each; the 2-/4-bit integers
 # as their low bits, not sign-extended: int4 -1 is the byte 0x0F)
 _BITS.update({np.dtype(t): np.dtype(np.uint8) for t in dtypes.LOWP_DTYPES

@@ -252,7 +252,8 @@ def _chain(x, y):
     z = (x * y + x) / y - x
     w = (z.astype(tnp.float32) * 3.0 + y.astype(tnp.float32)).astype(x.dtype)
     m = tnp.where(x > y, w, tnp.maximum(z, -x))
-    return m, tnp.abs(w) * y, m.reshape(-1, 1).T[0, ::-1]
+    moved = tnp.where(x != x, x, y).reshape(-1, 1).T[0, ::-1]    # every NaN pattern
+    return m, tnp.abs(w) * y, m.reshape(-1, 1).T[0, ::-1], tnp.concatenate([moved, x])
 
 
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "int4"])
@@ -260,7 +261,9 @@ def test_element_wise_programs_have_no_host_steps(name):
     dt = L.dtype_of(name)
     x = np.arange(-6, 6).astype(dt)
     if name == "int4":
-        f = lambda a, b: (a * b + a - lax.bitwise_xor(b, a), lax.bitwise_or(lax.shift_right_arithmetic(a, b), b), a < b)
+        # (lax's bitwise ops: tracer.numpy's | and ^ give int8 eagerly on int4)
+        f = lambda a, b: (a * b + a - lax.bitwise_xor(b, a),
+                          lax.bitwise_or(lax.shift_right_arithmetic(a, b), b), a < b)
     else:
         f = lambda a, b: (tnp.sqrt(tnp.abs(a)) * b + a, tnp.floor(a / b), a.astype(tnp.float32))
     program = _program(f, x, x[::-1])
@@ -283,8 +286,8 @@ def test_fused_chains_round_after_every_op(name):
 @pytest.mark.parametrize("name", L.FLOATS + L.INTS)
 def test_conversions_between_every_pair_compile_bit_exact(name):
     """Every format to every other, and to float64/float32/float16/int8/int32/uint8/bool
-    and from float32/float64/int32/bool, over all its bit patterns (bfloat16: its edges and a stride), in one
-    kernel per source; mixed with float32 operands."""
+    and from float32/float64/int32/bool, over all its bit patterns (bfloat16: its edges
+    and a stride), in one kernel per source; mixed with float32 operands."""
     dt = L.dtype_of(name)
     x = _all_bits(name) if name in L.FLOATS else np.arange(-8, 8).astype(dt)
     targets = [L.dtype_of(n) for n in L.FLOATS + L.INTS] + [
