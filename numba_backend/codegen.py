@@ -159,6 +159,8 @@ def _lowp_from(code: str, src: np.dtype, dst: np.dtype) -> str:
         return f"{RT}.bf16_round({x})"
     if dst == _E8M0:
         return f"{RT}.e8m0_round({x})"
+    if src == F16:
+        return f"{RT}.f8_from16({code}, {RT}.ENC_{dst.name}, {RT}.DEC_{dst.name})"
     import ml_dtypes
     fi = ml_dtypes.finfo(dst)
     return (f"{RT}.f8_round({x}, {fi.nmant + 1}, {fi.minexp}, {RT}.ENC_{dst.name}, "
@@ -171,6 +173,8 @@ def _lowp_to(code: str, src: np.dtype, dst: np.dtype) -> str:
     decodes them)."""
     if dtypes.is_lowp_float(src) and src != _BF16 and src != _E8M0:
         code = f"{RT}.lowp_widen({code})"
+        if dst == F16:      # (a value of the format is a float16 value)
+            return code
     return cast_code(code, lowp_carrier(src), dst)
 
 

@@ -167,9 +167,38 @@ def lowp_widen(x):
 
 
 @register_jitable
+def f16_bits_exact(x):
+    """The float16 bit pattern of a float32 that is a float16 value (a float16 carrier,
+    a float8/float4 one), by the bits: ``f16_bits`` without its rounding (the same
+    pattern, NaN payloads included)."""
+    b = np.float32(x).view(np.uint32)
+    sign = np.uint16((b >> np.uint32(16)) & np.uint32(0x8000))
+    e = (b >> np.uint32(23)) & np.uint32(0xFF)
+    m = b & np.uint32(0x7FFFFF)
+    if e == np.uint32(0xFF):
+        r = np.uint16(0x7C00) | np.uint16(m >> np.uint32(13))
+        if m != np.uint32(0) and r == np.uint16(0x7C00):
+            r = np.uint16(0x7C01)
+        return np.uint16(sign | r)
+    if e >= np.uint32(113):
+        return np.uint16(sign | np.uint16(((e - np.uint32(112)) << np.uint32(10)) |
+                                          (m >> np.uint32(13))))
+    if e == np.uint32(0):
+        return sign
+    # a float16 subnormal: the significand in units of 2**-24
+    return np.uint16(sign | np.uint16((m | np.uint32(0x800000)) >> (np.uint32(126) - e)))
+
+
+@register_jitable
+def f8_from16(x, enc, dec):
+    """``f8_round`` of a float16 value (a float16 carrier): the format's table alone."""
+    return dec[np.int64(enc[np.int64(f16_bits_exact(x))])]
+
+
+@register_jitable
 def f8_store(x, enc_store):
     """A float32 carrier (a value of the format, NaN payloads kept) -> its bit pattern."""
-    return np.uint8(enc_store[np.int64(f16_bits(np.float64(x)))])
+    return np.uint8(enc_store[np.int64(f16_bits_exact(x))])
 
 
 @register_jitable
