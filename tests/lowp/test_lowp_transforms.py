@@ -367,3 +367,50 @@ def test_python_kernels_compute_the_same_bits():
         tracer.config.update("debug_kernels", False)
     for a, w in zip(got, want):
         assert _same_bits(a, w)
+
+
+def test_rounding_helpers_equal_ml_dtypes_over_float32_bit_patterns():
+    """numba_backend.scalar's conversions, compiled, against eager's (``narrow``: ml_dtypes)
+    on every float32 sign/exponent/top-16-mantissa-bits pattern with the low bits at
+    0, at the halfway point, and on either side of it (ties, subnormals, overflow,
+    NaNs, zeros), and on float64 values just off those."""
+    import numba
+    from lax.utils import narrow
+    from numba_backend import scalar as rt
+    hi = np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)
+    x32 = np.concatenate([hi | np.uint32(low) for low in
+                          (0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x1000, 0x0FFF, 0x1001)]
+                         ).view(np.float32)
+    x64 = np.concatenate([x32.astype(np.float64) * (1 + 2.0 ** -40),
+                          x32.astype(np.float64) * (1 - 2.0 ** -40)])
+
+    @numba.njit
+    def run(x, kind, p, emin, enc, dec, store):
+        out = np.empty(x.size, np.uint16)
+        for i in range(x.size):
+            if kind == 0:
+                out[i] = rt.bf16_store(rt.bf16_round(np.float64(x[i])))
+            elif kind == 1:
+                out[i] = rt.bf16_store(rt.bf16_round32(np.float32(x[i])))
+            elif kind == 2:
+                out[i] = rt.e8m0_store(rt.e8m0_round(np.float64(x[i])))
+            else:
+                out[i] = rt.f8_store(rt.f8_round(np.float64(x[i]), p, emin, enc, dec), store)
+        return out
+
+    dummy = rt.ENC_float8_e4m3fn
+    with np.errstate(all="ignore"):
+        for x in (x32, x64):
+            want = narrow(x, ml_dtypes.bfloat16).view(np.uint16)
+            assert np.array_equal(run(x, 0, 0, 0, dummy, rt.DEC_float8_e4m3fn, dummy), want)
+            if x.dtype == np.float32:
+                assert np.array_equal(run(x, 1, 0, 0, dummy, rt.DEC_float8_e4m3fn, dummy),
+                                      want)
+            want = narrow(x, ml_dtypes.float8_e8m0fnu).view(np.uint8)
+            assert np.array_equal(run(x, 2, 0, 0, dummy, rt.DEC_float8_e4m3fn, dummy), want)
+            for name in F8:
+                dt = L.dtype_of(name)
+                fi = ml_dtypes.finfo(dt)
+                got = run(x, 3, fi.nmant + 1, fi.minexp, getattr(rt, f"ENC_{name}"),
+                          getattr(rt, f"DEC_{name}"), getattr(rt, f"STORE_{name}"))
+                assert np.array_equal(got, narrow(x, dt).view(np.uint8)), name
