@@ -225,6 +225,8 @@ _F4 = dtypes.float4_e2m1fn
 # as a composition in the narrow type (JAX lowers exp2 to exp(log(2) * x), rounding the
 # product), so each step rounds. Registered by the family modules: name -> impl.
 LOWP_IMPLS: dict = {}
+# The names of the primitives whose impl is ``lowp_widening``'s (filled as they are made).
+LOWP_WIDENED: set = set()
 
 
 def narrow(x, dt):
@@ -256,6 +258,28 @@ def _bit_width(dt):
         dt, dt.itemsize * 8)
 
 
+def plain_widening(name: str, dts) -> bool:
+    """Whether ``lowp_widening``'s impl of ``name`` on operands of dtypes ``dts`` is the
+    plain composition: each low-precision operand widened to ``dtypes.compute_dtype`` (a
+    conversion), the impl there, one rounding (or wrap) to the result dtype -- no
+    ``LOWP_IMPLS`` replacement, no widening of a signed operand's bits as unsigned, no
+    count corrected for the narrow width. Compiled code (lowering.rules) does exactly
+    this composition and nothing else."""
+    if name not in LOWP_WIDENED or name in LOWP_IMPLS:
+        return False
+    for dt in dts:
+        if dt is None or np.dtype(dt) not in _LOWP:
+            continue
+        if name == "clz" and dtypes.is_lowp_int(dt):
+            return False
+        if (name in _BITWISE_WIDTH_OPS or (name == "population_count" and dt == dtypes.int2)) \
+                and dtypes.is_signed_integer(dt):
+            return False
+        if name == "shift_right_arithmetic" and dt in (dtypes.uint4, dtypes.uint2):
+            return False
+    return True
+
+
 def lowp_widening(name: str, impl: Callable, result_dtype=None) -> Callable:
     """``impl`` for the ml_dtypes types as XLA's CPU backend computes them: operands
     widen (``dtypes.compute_dtype``: float32 for bfloat16 and float8_e8m0fnu, float16
@@ -263,6 +287,7 @@ def lowp_widening(name: str, impl: Callable, result_dtype=None) -> Callable:
     runs there, and
     the result rounds once (to nearest even, floats) or wraps (integers) to the result
     dtype. Other operands go straight to ``impl``."""
+    LOWP_WIDENED.add(name)
 
     def wrapped(*args, **params):
         for a in args:

@@ -37,6 +37,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tracer.dtypes import dtype_key
+
 INDEX = np.dtype(np.int64)
 BOOL = np.dtype(np.bool_)
 
@@ -115,7 +117,7 @@ class Const(Expr):
     def _key(self):
         v = self.value
         # -0.0 and 0.0, nan: compare by repr so distinct constants stay distinct
-        return (repr(v), type(v).__name__, self.dtype.str)
+        return (repr(v), type(v).__name__, dtype_key(self.dtype))
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,7 +137,7 @@ class FParam(Expr):
     origin: str = field(default="", compare=False)
 
     def _key(self):
-        return (self.slot, self.dtype.str)
+        return (self.slot, dtype_key(self.dtype))
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,7 +157,7 @@ class Load(Expr):
     origin: str = field(default="", compare=False)
 
     def _key(self):
-        return (self.arg, self.index, self.dtype.str)
+        return (self.arg, self.index, dtype_key(self.dtype))
 
 
 @dataclass(frozen=True, eq=False)
@@ -166,7 +168,7 @@ class Op(Expr):
     origin: str = field(default="", compare=False)
 
     def _key(self):
-        return (self.op, self.args, self.dtype.str)
+        return (self.op, self.args, dtype_key(self.dtype))
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,7 @@ class Call(Expr):
     origin: str = field(default="", compare=False)
 
     def _key(self):
-        return (self.fn, self.args, self.dtype.str)
+        return (self.fn, self.args, dtype_key(self.dtype))
 
 
 @dataclass(frozen=True, eq=False)
@@ -211,7 +213,7 @@ class AccRef(Expr):
     dtype: np.dtype
 
     def _key(self):
-        return (self.slot, self.dtype.str)
+        return (self.slot, dtype_key(self.dtype))
 
 
 @dataclass(frozen=True, eq=False)
@@ -221,7 +223,7 @@ class PartRef(Expr):
     dtype: np.dtype
 
     def _key(self):
-        return (self.slot, self.dtype.str)
+        return (self.slot, dtype_key(self.dtype))
 
 
 def index_op(op: str, a: Expr, b: Expr) -> Expr:

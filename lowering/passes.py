@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracer import dtypes
 from tracer.core import ShapedArray
 from tracer.jaxpr import ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var
 from tracer.ad_checkpoint import checkpoint_p, name_p
@@ -127,7 +128,7 @@ def dce(closed: ClosedJaxpr) -> ClosedJaxpr:
 def _atom_key(a):
     if isinstance(a, Literal):
         v = np.asarray(a.val)
-        return ("lit", v.dtype.str, v.tobytes(), a.aval.weak_type)
+        return ("lit", dtypes.dtype_key(v.dtype), v.tobytes(), a.aval.weak_type)
     return ("var", id(a))
 
 

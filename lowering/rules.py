@@ -145,9 +145,61 @@ def why_not(kind: str, prim, in_avals, out_avals, params) -> str | None:
     return None if check is None else check(list(in_avals), list(out_avals), **params)
 
 
-def _touches_lowp(avals) -> bool:
-    return any(dtypes.is_lowp(getattr(a, "dtype", None)) for a in avals
-               if getattr(a, "dtype", None) is not None)
+def _is_lowp(aval) -> bool:
+    dt = getattr(aval, "dtype", None)
+    return dt is not None and dtypes.is_lowp(dt)
+
+
+# Index remaps that only move elements (and a padding or update operand's elements):
+# they lower for the low-precision types as for any other, kernels carrying the bits.
+_LOWP_REMAPS = frozenset({"broadcast_in_dim", "concatenate", "dynamic_slice",
+                          "dynamic_update_slice", "pad", "reshape", "rev", "slice",
+                          "transpose"})
+# Integer sources that float64 does not hold exactly: ml_dtypes rounds them to a
+# low-precision float from the integer itself.
+_WIDE_INTS = (np.dtype(np.int64), np.dtype(np.uint64))
+_BF16 = np.dtype(dtypes.bfloat16)
+_F16 = np.dtype(np.float16)
+# float32 functions whose compiled results (the backend's vectorizable math, libm)
+# differ from NumPy's SIMD loops by an ulp (docs/ARCHITECTURE.md, section 3; exp2 to
+# atan2 on CPUs with AVX-512): rounded to bfloat16 or float8_e8m0fnu, such an ulp can
+# change the result, so these stay host steps for the types eager computes in float32.
+_F32_WITHIN_ULPS = frozenset({"exp", "log", "sin", "cos", "tanh", "cbrt", "erf", "exp2",
+                              "expm1", "log1p", "tan", "pow", "atan2"})
+
+
+def _widened(aval):
+    return aval.update(dtype=dtypes.compute_dtype(aval.dtype)) if _is_lowp(aval) else aval
+
+
+def lowp_plan(prim, in_avals, out_avals, params):
+    """How an equation touching a low-precision (ml_dtypes) type lowers: None when none
+    of its operands or results has one; "host" when it stays a host step; "direct" when
+    its rule handles the types itself (conversions, selects, element moves: kernels
+    load, convert and store them); else the operand and result
+    avals in the types eager computes them in (``lax.utils.lowp_widening``): the rule
+    runs there, between a widening and a rounding conversion (``apply_scalar_rule``)."""
+    if not (any(map(_is_lowp, in_avals)) or any(map(_is_lowp, out_avals))):
+        return None
+    name = prim.name
+    if name == "convert_element_type":
+        src, dst = np.dtype(in_avals[0].dtype), np.dtype(out_avals[0].dtype)
+        if src in _WIDE_INTS and dtypes.is_lowp_float(dst):
+            return "host"
+        if src == _BF16 and dst == _F16:
+            # NumPy keeps a signalling NaN's payload from float32 to float16 (eager's
+            # route), which the float16 carrier, rounding through float64, does not
+            return "host"
+        return "direct"
+    if name == "select_n" or name in _LOWP_REMAPS:
+        return "direct"
+    from lax.utils import plain_widening
+    if len(out_avals) != 1 or not plain_widening(name, [a.dtype for a in in_avals]):
+        return "host"
+    if name in _F32_WITHIN_ULPS and any(
+            _is_lowp(a) and dtypes.compute_dtype(a.dtype) == np.float32 for a in in_avals):
+        return "host"
+    return [_widened(a) for a in in_avals], [_widened(a) for a in out_avals]
 
 
 def classify(prim, in_avals, out_avals, params) -> str:
@@ -155,12 +207,20 @@ def classify(prim, in_avals, out_avals, params) -> str:
     "remap", "reduction" or "structured" (the first whose rule exists and whose limits
     admit them), else "host".
 
-    An equation with a low-precision (ml_dtypes) operand or result is a host step: no
-    kernel, library call or loop driver carries those types yet, so they run through
-    the eager impls, whose results are the reference (correct, and slower)."""
-    if _touches_lowp(in_avals) or _touches_lowp(out_avals):
+    With a low-precision (ml_dtypes) operand or result, ``lowp_plan`` decides: element-
+    wise primitives lower as their rule does on the widened types, conversions, selects
+    and element moves as they are; everything else (reductions, library calls, the
+    primitives eager computes in a special way for these types) is a host step, whose
+    eager impl is the reference."""
+    plan = lowp_plan(prim, in_avals, out_avals, params)
+    if plan == "host":
         return "host"
+    if isinstance(plan, tuple):
+        wide = why_not("scalar", prim, plan[0], plan[1], params) is None
+        return "scalar" if wide else "host"
     for kind, _ in REGISTRIES:
+        if plan == "direct" and kind not in ("scalar", "remap"):
+            continue
         if why_not(kind, prim, in_avals, out_avals, params) is None:
             return kind
     return "host"
@@ -318,7 +378,16 @@ class ReductionSpec:
 # ------------------------------- scalar computations -------------------------------------
 
 def apply_scalar_rule(prim, ctx: ExprContext, args, params) -> Expr:
-    """The ``scalar_exprs`` rule of ``prim`` applied to the operand Exprs ``args``."""
+    """The ``scalar_exprs`` rule of ``prim`` applied to the operand Exprs ``args``; on
+    low-precision operands, as eager computes them (``lowp_plan``): the operands
+    converted to the widened types, the rule there, the result converted (rounded once)
+    to its own type."""
+    plan = lowp_plan(prim, ctx.in_avals, ctx.out_avals, params)
+    if isinstance(plan, tuple):
+        wide_in, wide_out = plan
+        wctx = ExprContext(wide_in, wide_out, ctx.origin, ctx._new_iparam, ctx._reader)
+        wargs = [wctx.cast(x, a.dtype) for x, a in zip(args, wide_in)]
+        return ctx.cast(apply_scalar_rule(prim, wctx, wargs, params), ctx.out_avals[0].dtype)
     rule = scalar_exprs[prim]
     if isinstance(rule, str):
         return ctx.call(rule, *args, dtype=ctx.out_avals[0].dtype)
@@ -400,6 +469,10 @@ class StructuredContext:
 def python_scalar(value, dtype: np.dtype):
     """``value`` as an exact Python scalar of ``dtype``'s kind (hashable, repr-exact)."""
     dtype = np.dtype(dtype)
+    if dtypes.is_lowp(dtype):      # (their .item() is a NumPy scalar of the type)
+        v = np.asarray(value).astype(dtype).astype(dtypes.compute_dtype(dtype)
+                                                   if dtypes.is_lowp_int(dtype) else np.float32)
+        return int(v) if dtypes.is_lowp_int(dtype) else float(v)
     v = np.asarray(value).astype(dtype).item() if not isinstance(value, (bool, int, float,
                                                                           complex)) else value
     if dtype == np.bool_:

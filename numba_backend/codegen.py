@@ -11,7 +11,11 @@ loop where all its inputs are defined (loop-invariant loads and math are hoisted
 Scalar semantics (the eager NumPy impl is the reference; Numba's typing is not ours):
 every value is held in its dtype's *carrier* -- the dtype itself, except float16, carried
 as a float32 that is always float16-representable (rounded after every op, stored as
-uint16 bits). Integer results are cast back to their dtype (so int8 + int8 wraps), all
+uint16 bits), and the ml_dtypes types (``lowp_carrier``): bfloat16 and the float8/float4
+formats carried as a float32 holding a value of the type, 2-/4-bit integers as
+int8/uint8; stored as their bits (``numba_backend.storage``). Their arithmetic never
+reaches the code here: lowering runs it in the widened types between conversions, as
+eager does (``lowering.rules.lowp_plan``); kernels load, convert, select and store them. Integer results are cast back to their dtype (so int8 + int8 wraps), all
 constants are typed (``np.float32(2.0)``, never a bare ``2.0`` that would widen to
 float64), integer division/remainder/shifts and float->int conversion go through
 ``numba_backend.scalar`` helpers with the eager edge cases (x / 0, INT_MIN / -1, shifts by
@@ -32,6 +36,7 @@ from numba_backend import inliner
 from lowering.ir import (AccRef, Call, Const, FnRef, FParam, IParam, Kernel, Load, LoopIndex,
                          PartRef, Op, children, reduce_run, walk)
 from numba_backend import pairwise
+from tracer import dtypes
 
 RT = "rt"      # alias of numba_backend.scalar in generated code
 
@@ -84,7 +89,93 @@ def np_name(dt: np.dtype) -> str:
 
 def carrier(dt: np.dtype) -> np.dtype:
     dt = np.dtype(dt)
-    return np.dtype(np.float32) if dt == F16 else dt
+    if dt == F16:
+        return np.dtype(np.float32)
+    return lowp_carrier(dt) if dt in _LOWP else dt
+
+
+# ------------------------- the ml_dtypes types (numba_backend.scalar) ---------------------
+
+# (by membership, not dtype.kind: ml_dtypes gives float8_e5m2 the kind "f", the others "V")
+_LOWP = frozenset(np.dtype(t) for t in dtypes.LOWP_DTYPES)
+_BF16 = np.dtype(dtypes.bfloat16)
+_E8M0 = np.dtype(dtypes.float8_e8m0fnu)
+_INT_BITS = {np.dtype(dtypes.int4): 4, np.dtype(dtypes.uint4): 4, np.dtype(dtypes.int2): 2,
+             np.dtype(dtypes.uint2): 2}
+
+
+def lowp_carrier(dt: np.dtype) -> np.dtype:
+    """The carrier of an ml_dtypes type: float32 for the floats, int8/uint8 (the
+    ``dtypes.compute_dtype``) for the 2-/4-bit integers."""
+    if dtypes.is_lowp_int(dt):
+        return dtypes.compute_dtype(dt)
+    if dtypes.is_lowp_float(dt):
+        return np.dtype(np.float32)
+    raise TypeError(f"codegen: no carrier for dtype {dt}")
+
+
+def _lowp_load(code: str, dt: np.dtype) -> str:
+    """The carrier of a loaded bit pattern."""
+    if dt == _BF16:
+        return f"{RT}.bf16_to_f32({code})"
+    if dt in _INT_BITS:
+        fn = "wrap_s" if dtypes.is_signed_integer(dt) else "wrap_u"
+        return f"{RT}.{fn}({code}, {_INT_BITS[dt]})"
+    return f"{RT}.lowp_decode({code}, {RT}.DEC_{dt.name})"
+
+
+def _lowp_store(code: str, dt: np.dtype) -> str:
+    """The bit pattern of a carrier (exact: carriers hold values of the type)."""
+    if dt == _BF16:
+        return f"{RT}.bf16_store({code})"
+    if dt == _E8M0:
+        return f"{RT}.e8m0_store({code})"
+    if dt in _INT_BITS:
+        return f"{RT}.wrap_u({code}, {_INT_BITS[dt]})"
+    return f"{RT}.f8_store({code}, {RT}.STORE_{dt.name})"
+
+
+def _lowp_from(code: str, src: np.dtype, dst: np.dtype) -> str:
+    """convert_element_type from the carrier ``code`` of ``src`` (not an ml_dtypes type)
+    to the ml_dtypes type ``dst``, as ``lax.elementwise._convert_np`` does."""
+    if src == np.bool_:
+        mid = np.dtype(np.int8) if dst in _INT_BITS else np.dtype(np.float32)
+        return cast_code(cast_code(code, src, mid), mid, dst)
+    if dst in _INT_BITS:
+        if src.kind == "f":      # truncated, saturated to the type's range, NaN -> 0
+            info = dtypes.iinfo(dst)
+            conv = (f"{RT}.f2i(np.float64({code}), {_float_lit(float(info.min))}, "
+                    f"{_float_lit(float(info.max))}, np.int64({info.min}), "
+                    f"np.int64({info.max}))")
+            return f"{np_name(lowp_carrier(dst))}({conv})"
+        fn = "wrap_s" if dtypes.is_signed_integer(dst) else "wrap_u"
+        return f"{RT}.{fn}(np.int64({code}), {_INT_BITS[dst]})"
+    # floats and integers up to 32 bits are exact in float64: one rounding from there
+    # (int64/uint64 sources stay host steps: lowering.rules.lowp_plan)
+    x = f"np.float64({code})"
+    if dst == _BF16:
+        if src == np.float32 or src == F16 or (src.kind in "iu" and src.itemsize <= 2):
+            return f"{RT}.bf16_round32(np.float32({code}))"   # (exact in float32)
+        return f"{RT}.bf16_round({x})"
+    if dst == _E8M0:
+        return f"{RT}.e8m0_round({x})"
+    if src == F16:
+        return f"{RT}.f8_from16({code}, {RT}.ENC_{dst.name}, {RT}.DEC_{dst.name})"
+    import ml_dtypes
+    fi = ml_dtypes.finfo(dst)
+    return (f"{RT}.f8_round({x}, {fi.nmant + 1}, {fi.minexp}, {RT}.ENC_{dst.name}, "
+            f"{RT}.DEC_{dst.name})")
+
+
+def _lowp_to(code: str, src: np.dtype, dst: np.dtype) -> str:
+    """convert_element_type from the ml_dtypes type ``src`` to ``dst``: through its
+    carrier's value (NaN payloads of the float8/float4 formats dropped, as ml_dtypes
+    decodes them)."""
+    if dtypes.is_lowp_float(src) and src != _BF16 and src != _E8M0:
+        code = f"{RT}.lowp_widen({code})"
+        if dst == F16:      # (a value of the format is a float16 value)
+            return code
+    return cast_code(code, lowp_carrier(src), dst)
 
 
 def const_code(value, dt: np.dtype) -> str:
@@ -93,8 +184,10 @@ def const_code(value, dt: np.dtype) -> str:
         return "True" if value else "False"
     if dt.kind in "iu":
         return f"{np_name(dt)}({int(value)})"
-    if dt.kind == "f":
+    if dt.kind == "f" or dtypes.is_lowp_float(dt):
         return f"{np_name(carrier(dt))}({_float_lit(float(value))})"
+    if dtypes.is_lowp_int(dt):
+        return f"{np_name(carrier(dt))}({int(value)})"
     if dt.kind == "c":
         c = complex(value)
         return f"{np_name(dt)}(complex({_float_lit(c.real)}, {_float_lit(c.imag)}))"
@@ -115,10 +208,14 @@ def cast_code(code: str, src: np.dtype, dst: np.dtype) -> str:
     src, dst = np.dtype(src), np.dtype(dst)
     if src == dst:
         return code
+    if src in _LOWP:
+        return _lowp_to(code, src, dst)
     if src.kind == "c" and dst.kind != "c":
         return cast_code(f"{RT}.real({code})", np.dtype(f"f{src.itemsize // 2}"), dst)
     if dst == np.bool_:
         return f"({code} != 0)"
+    if dst in _LOWP:
+        return _lowp_from(code, src, dst)
     if dst == F16:
         if src.kind == "f" and src != np.float64:
             return f"{RT}.f16r({code})"
@@ -302,6 +399,9 @@ def helper_hash() -> str:
         for mod in ("lax.special_kernels", "lax.special_coeffs"):
             with open(importlib.util.find_spec(mod).origin) as f:
                 src += f.read()
+        # the float8/float4 tables of numba_backend.scalar come from ml_dtypes
+        import ml_dtypes
+        src += ml_dtypes.__version__
         _HELPER_HASH = hashlib.sha256(src.encode()).hexdigest()[:16]
     return _HELPER_HASH
 
@@ -460,6 +560,8 @@ class _KernelGen:
                 code = f"in{n.arg}[{idx}]"
                 if inp.dtype == F16:
                     code = f"{RT}.f16_to_f32({code})"
+                elif np.dtype(inp.dtype) in _LOWP:
+                    code = _lowp_load(code, np.dtype(inp.dtype))
                 return code
             if isinstance(n, Op):
                 return op_code(n.op, [expr(a) for a in n.args], [a.dtype for a in n.args],
@@ -870,10 +972,12 @@ class _KernelGen:
                          for d in kept)
 
     def _store_code(self, out, code, src_dt):
-        odt = self.k.outputs[out].dtype
+        odt = np.dtype(self.k.outputs[out].dtype)
         code = cast_code(code, src_dt, odt) if np.dtype(src_dt) != odt else code
         if odt == F16:
             return f"{RT}.f16_bits(np.float64({code}))"
+        if odt in _LOWP:
+            return _lowp_store(code, odt)
         return code
 
     def _acc_names(self):

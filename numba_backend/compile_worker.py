@@ -35,11 +35,10 @@ import time
 # ---------------------------------- argument types ----------------------------------------
 
 def array_spec(dtype, ndim: int, readonly: bool) -> list:
-    """The JSON form of a C-contiguous array type (float16 travels as its uint16 bits)."""
-    import numpy as np
-    dtype = np.dtype(dtype)
-    if dtype == np.float16:
-        dtype = np.dtype(np.uint16)
+    """The JSON form of a C-contiguous array type (float16 and the ml_dtypes types travel
+    as their bits: ``numba_backend.storage``)."""
+    from numba_backend.storage import storage_dtype
+    dtype = storage_dtype(dtype)
     return [dtype.str, int(ndim), bool(readonly)]
 
 

@@ -59,6 +59,7 @@ from lowering.ir import HostStep, KernelStep, LibraryCall
 from numba_backend import cache, codegen, host_callbacks
 from numba_backend.compile_worker import (PACKAGE, array_spec, dispatcher, load_module,
                                           numba_types)
+from numba_backend.storage import from_storage, storage_dtype, to_storage
 from tracer import dtypes
 from tracer.config import config
 from tracer.core import ShapedArray
@@ -66,7 +67,6 @@ from tracer.core import ShapedArray
 logger = logging.getLogger("tracer")
 STRICT = os.environ.get("TRACER_STRICT_LOWERING", "") not in ("", "0")
 _F16 = np.dtype(np.float16)
-_U16 = np.dtype(np.uint16)
 
 stats = {"drivers_compiled": 0, "host_loops": 0}
 
@@ -75,9 +75,7 @@ class NotCompilable(Exception):
     """A step of a body that generated Numba code cannot call."""
 
 
-def _storage(dt) -> np.dtype:
-    dt = np.dtype(dt)
-    return _U16 if dt == _F16 else dt
+_storage = storage_dtype
 
 
 def _np_name(dt) -> str:
@@ -85,14 +83,11 @@ def _np_name(dt) -> str:
     return "np.bool_" if dt == np.bool_ else f"np.{dt.name}"
 
 
-def _to_storage(a):
-    a = np.asarray(a)
-    return a.view(_U16) if a.dtype == _F16 else a
+_to_storage = to_storage
 
 
 def _from_storage(a, aval):
-    a = np.asarray(a)
-    return a.view(_F16) if np.dtype(aval.dtype) == _F16 else a
+    return from_storage(a, aval.dtype)
 
 
 # ---------------------------------------- codegen -----------------------------------------

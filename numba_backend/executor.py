@@ -3,7 +3,8 @@
 ``Executable(program)`` generates each kernel's source, looks it up in the kernel cache
 (``numba_backend.cache``) and runs the steps in order over a list of array slots:
 
-- kernels get their inputs as read-only C-contiguous arrays (float16 as uint16 bits) and
+- kernels get their inputs as read-only C-contiguous arrays (float16 and the
+  ml_dtypes types as their bits: ``numba_backend.storage``) and
   their outputs freshly allocated by NumPy (large buffers allocated inside njit code
   page-fault heavily); the parallel variant runs when the iteration count reaches
   ``config.parallel_threshold`` and Numba has more than one thread;
@@ -34,6 +35,7 @@ import numpy as np
 from lowering.ir import HostStep, KernelStep, LibraryCall, Program
 from numba_backend import cache, codegen, library
 from numba_backend.compile_worker import library_job
+from numba_backend.storage import needs_view, to_storage
 from numba_backend.workers import pool
 from tracer.config import config
 from tracer.core import Token, new_base_main
@@ -78,8 +80,6 @@ class _Background:
 
 
 _background = _Background()
-_F16 = np.dtype(np.float16)
-_U16 = np.dtype(np.uint16)
 
 
 def _flags() -> str:
@@ -100,8 +100,7 @@ def _prep(a) -> np.ndarray:
     return a
 
 
-def _kernel_arg(a):
-    return a.view(_U16) if a.dtype == _F16 else a
+_kernel_arg = to_storage
 
 
 def _frozen(values, dtype):
@@ -309,7 +308,7 @@ class Executable:
                 h = self.handles[k]
                 k += 1
                 kern = step.kernel
-                f16 = any(np.dtype(bufs[x].dtype) == _F16 for x in step.ins + step.outs)
+                f16 = any(needs_view(bufs[x].dtype) for x in step.ins + step.outs)
                 work = 1
                 for n in step.iparams[:kern.ndim]:
                     work *= n
@@ -348,7 +347,7 @@ class Executable:
             kind = entry[0]
             if kind == "k":
                 (_, step, h, ins, outs, flat, f16, ip, fp, work, run, frees) = entry
-                if f16:     # (float16 travels as its uint16 bits)
+                if f16:     # (float16 and ml_dtypes types travel as their bits)
                     self._run_kernel(step, h, env, False, config.parallel_threshold)
                 else:
                     vals = [env[s] for s in ins]

@@ -73,6 +73,216 @@ def f16r(x):
     return f16_to_f32(f16_bits(np.float64(x)))
 
 
+# --------------------------- ml_dtypes low-precision types --------------------------------
+# Carried like float16 (numba_backend.codegen.carrier): bfloat16 and float8_e8m0fnu as a
+# float32 holding a representable value, the other float8/float4 formats as a float32
+# holding a value of the format (each also a float16 value: eager computes them in
+# float16), 2-/4-bit integers as int8/uint8. Rounding reproduces ml_dtypes (the eager
+# impls' ``lax.utils.narrow``), which rounds from the source value once: from float64,
+# not through float32 or float16.
+
+@register_jitable
+def round_sig(x, p, emin):
+    """float64 ``x`` rounded to nearest even to ``p`` significant bits, with exponents
+    below ``emin`` subnormal (quantum 2**(emin - p + 1)); no overflow: the caller's
+    format decides what a value beyond its maximum becomes. NaN, inf and zeros stay."""
+    ax = abs(x)
+    if not (ax > 0.0) or ax == np.inf:
+        return x
+    _, e = math.frexp(ax)               # ax in [2**(e-1), 2**e)
+    ex = e - 1
+    if ex < emin:
+        ex = emin
+    q = math.ldexp(1.0, ex - p + 1)
+    r = np.rint(ax / q) * q             # (exact: q is a power of two)
+    return r if x > 0.0 else -r
+
+
+_BF16_MAX = 3.3895313892515355e38
+
+
+@register_jitable
+def bf16_to_f32(bits):
+    """bfloat16 bit pattern (uint16) -> its float32 value."""
+    return np.uint32(np.uint32(bits) << np.uint32(16)).view(np.float32)
+
+
+@register_jitable
+def bf16_store(x):
+    """A float32 carrier (a bfloat16 value, NaN payload and all) -> its bit pattern."""
+    return np.uint16(np.float32(x).view(np.uint32) >> np.uint32(16))
+
+
+@register_jitable
+def bf16_round(x):
+    """float64 -> the nearest bfloat16 (ties to even, overflow to inf), as a float32;
+    NaN becomes the quiet NaN of its sign (ml_dtypes: 0x7FC0 / 0xFFC0)."""
+    if x != x:
+        neg = np.float64(x).view(np.uint64) >> np.uint64(63)
+        return np.uint32(np.uint32(0xFFC00000) if neg else np.uint32(0x7FC00000)).view(
+            np.float32)
+    r = round_sig(np.float64(x), 8, -126)
+    if abs(r) > _BF16_MAX:
+        return np.float32(np.inf) if r > 0.0 else np.float32(-np.inf)
+    return np.float32(r)
+
+
+@register_jitable
+def bf16_round32(x):
+    """float32 -> the nearest bfloat16 as a float32: ``bf16_round`` for a float32 source
+    (exact there: the two share their exponent range), by the bits -- the low half
+    rounded off to nearest even, NaN to the quiet NaN of its sign."""
+    b = np.float32(x).view(np.uint32)
+    if (b & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
+        q = (b & np.uint32(0x80000000)) | np.uint32(0x7FC00000)
+        return np.uint32(q).view(np.float32)
+    b = b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))
+    return np.uint32(b & np.uint32(0xFFFF0000)).view(np.float32)
+
+
+@register_jitable
+def lowp_decode(bits, dec):
+    """An 8-bit (or 4-bit) float's bit pattern -> its float32 value, by its table."""
+    return dec[np.int64(bits)]
+
+
+@register_jitable
+def f8_round(x, p, emin, enc, dec):
+    """float64 -> the nearest value of a float8/float4 format (``p`` significant bits,
+    minimum exponent ``emin``), as a float32: rounded once, then the value (exactly a
+    float16 one, or beyond the format's range) encoded by the format's own float16 ->
+    bits table (saturation, NaN and signed-zero rules from ml_dtypes)."""
+    return dec[np.int64(enc[np.int64(f16_bits(round_sig(np.float64(x), p, emin)))])]
+
+
+@register_jitable
+def lowp_widen(x):
+    """A float8/float4 carrier as the value conversions out of the format give: a NaN
+    becomes the quiet NaN of its sign (ml_dtypes' decoding), other values stay."""
+    if x != x:
+        neg = np.float32(x).view(np.uint32) >> np.uint32(31)
+        return np.uint32(np.uint32(0xFFC00000) if neg else np.uint32(0x7FC00000)).view(
+            np.float32)
+    return np.float32(x)
+
+
+@register_jitable
+def f16_bits_exact(x):
+    """The float16 bit pattern of a float32 that is a float16 value (a float16 carrier,
+    a float8/float4 one), by the bits: ``f16_bits`` without its rounding (the same
+    pattern, NaN payloads included)."""
+    b = np.float32(x).view(np.uint32)
+    sign = np.uint16((b >> np.uint32(16)) & np.uint32(0x8000))
+    e = (b >> np.uint32(23)) & np.uint32(0xFF)
+    m = b & np.uint32(0x7FFFFF)
+    if e == np.uint32(0xFF):
+        r = np.uint16(0x7C00) | np.uint16(m >> np.uint32(13))
+        if m != np.uint32(0) and r == np.uint16(0x7C00):
+            r = np.uint16(0x7C01)
+        return np.uint16(sign | r)
+    if e >= np.uint32(113):
+        return np.uint16(sign | np.uint16(((e - np.uint32(112)) << np.uint32(10)) |
+                                          (m >> np.uint32(13))))
+    if e == np.uint32(0):
+        return sign
+    # a float16 subnormal: the significand in units of 2**-24
+    return np.uint16(sign | np.uint16((m | np.uint32(0x800000)) >> (np.uint32(126) - e)))
+
+
+@register_jitable
+def f8_from16(x, enc, dec):
+    """``f8_round`` of a float16 value (a float16 carrier): the format's table alone."""
+    return dec[np.int64(enc[np.int64(f16_bits_exact(x))])]
+
+
+@register_jitable
+def f8_store(x, enc_store):
+    """A float32 carrier (a value of the format, NaN payloads kept) -> its bit pattern."""
+    return np.uint8(enc_store[np.int64(f16_bits_exact(x))])
+
+
+@register_jitable
+def e8m0_round(x):
+    """float64 -> float8_e8m0fnu (powers of two 2**-127 .. 2**127), as a float32, as
+    ml_dtypes converts: the nearer power of two, halfway (1.5 * 2**k) rounding up;
+    below 2**-127 it is 2**-127; zero, negatives, inf, NaN and overflow give NaN."""
+    if not (x > 0.0) or x == np.inf:
+        return np.float32(np.nan)
+    m, e = math.frexp(np.float64(x))     # x = m * 2**e, m in [0.5, 1)
+    ex = e - 1 if m < 0.75 else e
+    if ex > 127:
+        return np.float32(np.nan)
+    if ex < -127:
+        ex = -127
+    return np.float32(math.ldexp(1.0, ex))
+
+
+@register_jitable
+def e8m0_store(x):
+    """A float32 carrier of float8_e8m0fnu (a power of two or NaN) -> its bit pattern."""
+    if x != x:
+        return np.uint8(255)
+    return np.uint8((np.float32(x).view(np.uint32) >> np.uint32(23)) & np.uint32(0xFF))
+
+
+@register_jitable
+def wrap_s(x, bits):
+    """An integer's low ``bits`` bits as a signed ``bits``-bit value (int8): int4/int2
+    wrap, and their bytes (ml_dtypes keeps the low bits only) decode, this way."""
+    h = np.int64(1) << np.int64(bits - 1)
+    return np.int8(((np.int64(x) & ((h << np.int64(1)) - np.int64(1))) ^ h) - h)
+
+
+@register_jitable
+def wrap_u(x, bits):
+    """An integer's low ``bits`` bits (uint8): uint4/uint2 wrap and store this way, and
+    int4/int2 store."""
+    return np.uint8(np.int64(x) & ((np.int64(1) << np.int64(bits)) - np.int64(1)))
+
+
+def _lowp_tables():
+    """Per float8/float4 format ``t``: ``DEC_<t>`` (256 bit patterns -> float32 carriers),
+    ``ENC_<t>`` (float16 bit patterns -> the format's bits, as ``lax.utils.narrow``
+    converts float16) and ``STORE_<t>`` (the same, except that each carrier in DEC gives
+    back its own bits). Built from ml_dtypes itself, so rounding is ml_dtypes'.
+
+    ml_dtypes decodes every NaN of a format to the one quiet NaN of its sign; DEC gives
+    each NaN pattern its own payload instead (the pattern's low 7 bits, in float32
+    mantissa bits 13..19, which float16 keeps), so that moved elements (a transpose, a
+    select) keep their bits, as eager's moves do; conversions out of the format drop it
+    again (``lowp_widen``)."""
+    from lax.utils import narrow
+    from tracer import dtypes
+    halves = np.arange(65536, dtype=np.uint16).view(np.float16)
+    out = {}
+    for t in dtypes.FLOAT8_DTYPES + (dtypes.float4_e2m1fn,):
+        t = np.dtype(t)
+        dec = np.arange(256, dtype=np.uint8).view(t).astype(np.float32)
+        if t == np.dtype(dtypes.float8_e8m0fnu):    # (one NaN; stores by e8m0_store)
+            dec.flags.writeable = False
+            out[f"DEC_{t.name}"] = dec
+            continue
+        dbits = dec.view(np.uint32)
+        nan = np.isnan(dec)
+        low = np.arange(256, dtype=np.uint32)[nan] & np.uint32(0x7F)
+        dbits[nan] |= low << np.uint32(13)
+        enc = narrow(halves, t).view(np.uint8).copy()
+        store = enc.copy()
+        n = 16 if t == np.dtype(dtypes.float4_e2m1fn) else 256  # (its 16 patterns)
+        for b in range(n):
+            store[int(f16_bits(np.float64(dec[b])))] = b
+        for b in range(n):
+            if store[int(f16_bits(np.float64(dec[b])))] != b:
+                raise AssertionError(f"{t}: stored bits {b} do not round-trip")
+        for name, arr in (("DEC", dec), ("ENC", enc), ("STORE", store)):
+            arr.flags.writeable = False
+            out[f"{name}_{t.name}"] = arr
+    return out
+
+
+globals().update(_lowp_tables())
+
+
 # ------------------------------------ integers -------------------------------------------
 
 @register_jitable

@@ -196,6 +196,13 @@ def iinfo(dtype):
 _F16_COMPUTED = frozenset(FLOAT8_DTYPES + (float4_e2m1fn,)) - {float8_e8m0fnu}
 
 
+def dtype_key(dtype) -> str:
+    """A string that tells ``dtype`` from every other: ``dtype.str``, except for the
+    ml_dtypes types, most of which share theirs ('<V1'): their names."""
+    dt = np.dtype(dtype)
+    return dt.name if dt in _LOWP else dt.str
+
+
 def compute_dtype(dtype) -> np.dtype:
     """The dtype the eager impls compute a low-precision type in, as XLA's CPU backend
     widens them (and rounds each result once): float32 for bfloat16 and float8_e8m0fnu
