@@ -1404,8 +1404,9 @@ def bitcast_convert_type(operand, new_dtype):
 
 def _bit_width(dt):
     # ml_dtypes keeps a 4- or 2-bit value in the low bits of a byte
-    return {dtypes.int4: 4, dtypes.uint4: 4, dtypes.float4_e2m1fn: 4, dtypes.int2: 2,
-            dtypes.uint2: 2}.get(np.dtype(dt), np.dtype(dt).itemsize * 8)
+    dt = np.dtype(dt)
+    return {"int4": 4, "uint4": 4, "float4_e2m1fn": 4, "int2": 2, "uint2": 2}.get(
+        dt.name, dt.itemsize * 8) if dtypes.is_lowp(dt) else dt.itemsize * 8
 
 
 def _bitcast_abstract_eval(x, *, new_dtype):

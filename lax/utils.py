@@ -4,7 +4,7 @@ that create an element-wise primitive with its abstract eval, impl and batching 
 from __future__ import annotations
 
 import operator
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
@@ -12,30 +12,59 @@ from tracer import core, dtypes
 from tracer.core import Array, Primitive, ShapedArray, Tracer, get_aval, to_numpy
 from tracer.interpreters import batching
 
-# dtype groups (names used in error messages)
-_bool = (dtypes.bool_,)
-_int = tuple(d for d in dtypes.SUPPORTED_DTYPES if dtypes.is_integer(d))
-_uint = tuple(d for d in _int if dtypes.is_unsigned_integer(d))
-_sint = tuple(d for d in _int if dtypes.is_signed_integer(d))
-_float = (dtypes.float16, dtypes.float32, dtypes.float64) + dtypes.LOWP_FLOAT_DTYPES
-_complex = (dtypes.complex64, dtypes.complex128)
-_inexact = _float + _complex
-_num = _int + _inexact
-_any = dtypes.SUPPORTED_DTYPES
-_bool_or_int = _bool + _int
-_signed_num = _sint + _inexact
-_ordered = _bool + _int + _float
+class DtypeGroup:
+    """A named set of dtypes that a primitive accepts, by a test on the dtype, so that the
+    ml_dtypes types belong once they are loaded (``tracer.dtypes``) without importing them
+    here. ``dt in group``; ``group + other`` is the union; the name goes into errors."""
+    __slots__ = ("name", "_test", "_seen")
 
-_GROUP_NAMES = {
-    _bool: "bool", _int: "integer", _uint: "unsigned integer", _sint: "signed integer",
-    _float: "floating", _complex: "complex", _inexact: "floating or complex",
-    _num: "numeric", _any: "any", _bool_or_int: "bool or integer",
-    _signed_num: "signed numeric", _ordered: "bool, integer or floating",
-}
+    def __init__(self, name: str, test: Callable):
+        self.name, self._test, self._seen = name, test, {}
+
+    def __contains__(self, dt) -> bool:
+        try:
+            return self._seen[dt]
+        except (KeyError, TypeError):
+            pass
+        try:
+            d = np.dtype(dt)
+        except TypeError:
+            return False
+        out = self._seen[d] = bool(self._test(d)) and d in dtypes._SUPPORTED
+        return out
+
+    def __add__(self, other):
+        return DtypeGroup(f"{self.name} or {group_name(other)}",
+                          lambda d: d in self or d in other)
+
+    def __iter__(self):
+        """The members, ml_dtypes' types included (this imports ml_dtypes)."""
+        return iter([d for d in dtypes.supported_dtypes() if d in self])
+
+    def __repr__(self):
+        return f"DtypeGroup({self.name!r})"
+
+
+# dtype groups (names used in error messages)
+_bool = DtypeGroup("bool", dtypes.is_bool)
+_int = DtypeGroup("integer", dtypes.is_integer)
+_uint = DtypeGroup("unsigned integer", dtypes.is_unsigned_integer)
+_sint = DtypeGroup("signed integer", dtypes.is_signed_integer)
+_float = DtypeGroup("floating", dtypes.is_floating)
+_complex = DtypeGroup("complex", dtypes.is_complex)
+_inexact = DtypeGroup("floating or complex", dtypes.is_inexact)
+_num = DtypeGroup("numeric", lambda d: not dtypes.is_bool(d))
+_any = DtypeGroup("any", lambda d: True)
+_bool_or_int = DtypeGroup("bool or integer", lambda d: dtypes.is_bool(d) or dtypes.is_integer(d))
+_signed_num = DtypeGroup("signed numeric",
+                         lambda d: dtypes.is_signed_integer(d) or dtypes.is_inexact(d))
+_ordered = DtypeGroup("bool, integer or floating", lambda d: not dtypes.is_complex(d))
 
 
 def group_name(group) -> str:
-    return _GROUP_NAMES.get(tuple(group), ", ".join(np.dtype(d).name for d in group))
+    if isinstance(group, DtypeGroup):
+        return group.name
+    return ", ".join(np.dtype(d).name for d in group)
 
 
 def as_aval(x):
@@ -144,11 +173,7 @@ def eager_binary(p: Primitive, fname: str, x, y):
         o = fn(x._value, y._value)
     finally:
         _extobj_contextvar.reset(token)
-    if type(o) is not np.ndarray:
-        o = np.asarray(o)
-    if o.dtype != out_aval.dtype:
-        o = o.astype(out_aval.dtype)
-    return core._new_array(o, out_aval)
+    return core.impl_result(p, o, out_aval)
 
 
 def promote_weak_scalars(fname: str, *args):
@@ -215,12 +240,10 @@ def check_same_shapes_dtypes(prim_name: str, avals, same_dtype=True, allow_scala
     return nonscalar[0] if nonscalar else ()
 
 
-_LOWP = frozenset(dtypes.LOWP_DTYPES)
 # Bit-level integer ops that see the operand's own width: a signed 2-/4-bit operand
 # widens to its bits (masked, unsigned), not to its sign-extended value. (XLA's
 # population_count does count the sign extension: popcount(int4 -8) is 5.)
 _BITWISE_WIDTH_OPS = frozenset({"clz", "shift_right_logical"})
-_F4 = dtypes.float4_e2m1fn
 # Impls for the low-precision types that replace the widened one: XLA computes these
 # as a composition in the narrow type (JAX lowers exp2 to exp(log(2) * x), rounding the
 # product), so each step rounds. Registered by the family modules: name -> impl.
@@ -234,8 +257,8 @@ def narrow(x, dt):
     into ``dt``, as XLA converts: float4_e2m1fn, which has no NaN, takes NaN to -0."""
     with np.errstate(all="ignore"):
         out = np.asarray(x).astype(dt)
-    if dt == _F4 and dtypes.is_floating(np.asarray(x).dtype):
-        out = np.where(np.isnan(x), np.asarray(0x8, np.uint8).view(_F4), out)
+    if np.dtype(dt).name == "float4_e2m1fn" and dtypes.is_floating(np.asarray(x).dtype):
+        out = np.where(np.isnan(x), np.asarray(0x8, np.uint8).view(dt), out)
     return out
 
 
@@ -268,7 +291,7 @@ def plain_widening(name: str, dts) -> bool:
     if name not in LOWP_WIDENED or name in LOWP_IMPLS:
         return False
     for dt in dts:
-        if dt is None or np.dtype(dt) not in _LOWP:
+        if dt is None or np.dtype(dt) not in dtypes._LOWP:
             continue
         if name == "clz" and dtypes.is_lowp_int(dt):
             return False
@@ -291,15 +314,15 @@ def lowp_widening(name: str, impl: Callable, result_dtype=None) -> Callable:
 
     def wrapped(*args, **params):
         for a in args:
-            if getattr(a, "dtype", None) in _LOWP:
+            if getattr(a, "dtype", None) in dtypes._LOWP:
                 break
         else:
             return impl(*args, **params)
-        dt = next(a.dtype for a in args if getattr(a, "dtype", None) in _LOWP)
+        dt = next(a.dtype for a in args if getattr(a, "dtype", None) in dtypes._LOWP)
         special = LOWP_IMPLS.get(name)
         if special is not None:
             return special(*args, **params)
-        wide = [_widen(a, name) if getattr(a, "dtype", None) in _LOWP else a for a in args]
+        wide = [_widen(a, name) if getattr(a, "dtype", None) in dtypes._LOWP else a for a in args]
         with np.errstate(all="ignore"):   # (float16's NaN loops warn where float32's do not)
             out = impl(*wide, **params)
         want = dt if result_dtype is None else np.dtype(result_dtype(dt))

@@ -36,7 +36,7 @@ from tracer.interpreters.ad import Zero
 from lax import elementwise as ew
 from lax import reductions as red
 from lax import shapes
-from lax.utils import _num, _ordered, canonicalize_axis, check_dtype, lowp_widening
+from lax.utils import _float, _num, _ordered, canonicalize_axis, check_dtype, lowp_widening
 
 
 def _dilate(shape, dil):
@@ -744,8 +744,7 @@ cumprod_p = _make_cum("cumprod", lambda y, a: np.cumprod(y, a, dtype=y.dtype), _
 cummax_p = _make_cum("cummax", _cum_minmax(True), _ordered, ew.max, _max_identity)
 cummin_p = _make_cum("cummin", _cum_minmax(False), _ordered, ew.min, _min_identity)
 cumlogsumexp_p = _make_cum("cumlogsumexp", _plus_zero(np.logaddexp.accumulate),
-                           (dtypes.float16, dtypes.float32, dtypes.float64)
-                           + dtypes.LOWP_FLOAT_DTYPES, _logaddexp,
+                           _float, _logaddexp,
                            lambda dt: -np.inf)
 
 

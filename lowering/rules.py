@@ -158,7 +158,6 @@ _LOWP_REMAPS = frozenset({"broadcast_in_dim", "concatenate", "dynamic_slice",
 # Integer sources that float64 does not hold exactly: ml_dtypes rounds them to a
 # low-precision float from the integer itself.
 _WIDE_INTS = (np.dtype(np.int64), np.dtype(np.uint64))
-_BF16 = np.dtype(dtypes.bfloat16)
 _F16 = np.dtype(np.float16)
 # float32 functions whose compiled results (the backend's vectorizable math, libm)
 # differ from NumPy's SIMD loops by an ulp (docs/ARCHITECTURE.md, section 3; exp2 to
@@ -186,7 +185,7 @@ def lowp_plan(prim, in_avals, out_avals, params):
         src, dst = np.dtype(in_avals[0].dtype), np.dtype(out_avals[0].dtype)
         if src in _WIDE_INTS and dtypes.is_lowp_float(dst):
             return "host"
-        if src == _BF16 and dst == _F16:
+        if src.name == "bfloat16" and dst == _F16:
             # NumPy keeps a signalling NaN's payload from float32 to float16 (eager's
             # route), which the float16 carrier, rounding through float64, does not
             return "host"

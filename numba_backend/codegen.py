@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import importlib
+import importlib.metadata
 import inspect
 import math
 from contextlib import contextmanager
@@ -91,17 +92,19 @@ def carrier(dt: np.dtype) -> np.dtype:
     dt = np.dtype(dt)
     if dt == F16:
         return np.dtype(np.float32)
-    return lowp_carrier(dt) if dt in _LOWP else dt
+    return lowp_carrier(dt) if dt in dtypes._LOWP else dt
 
 
 # ------------------------- the ml_dtypes types (numba_backend.scalar) ---------------------
 
 # (by membership, not dtype.kind: ml_dtypes gives float8_e5m2 the kind "f", the others "V")
-_LOWP = frozenset(np.dtype(t) for t in dtypes.LOWP_DTYPES)
-_BF16 = np.dtype(dtypes.bfloat16)
-_E8M0 = np.dtype(dtypes.float8_e8m0fnu)
-_INT_BITS = {np.dtype(dtypes.int4): 4, np.dtype(dtypes.uint4): 4, np.dtype(dtypes.int2): 2,
-             np.dtype(dtypes.uint2): 2}
+# (by name: the ml_dtypes types are loaded on first need, ``tracer.dtypes``)
+_INT_BITS_OF = {"int4": 4, "uint4": 4, "int2": 2, "uint2": 2}
+
+
+def _int_bits(dt: np.dtype):
+    """The width of a 2-/4-bit integer type, else None."""
+    return _INT_BITS_OF.get(dt.name) if dt in dtypes._LOWP else None
 
 
 def lowp_carrier(dt: np.dtype) -> np.dtype:
@@ -116,22 +119,22 @@ def lowp_carrier(dt: np.dtype) -> np.dtype:
 
 def _lowp_load(code: str, dt: np.dtype) -> str:
     """The carrier of a loaded bit pattern."""
-    if dt == _BF16:
+    if dt.name == "bfloat16":
         return f"{RT}.bf16_to_f32({code})"
-    if dt in _INT_BITS:
+    if _int_bits(dt):
         fn = "wrap_s" if dtypes.is_signed_integer(dt) else "wrap_u"
-        return f"{RT}.{fn}({code}, {_INT_BITS[dt]})"
+        return f"{RT}.{fn}({code}, {_int_bits(dt)})"
     return f"{RT}.lowp_decode({code}, {RT}.DEC_{dt.name})"
 
 
 def _lowp_store(code: str, dt: np.dtype) -> str:
     """The bit pattern of a carrier (exact: carriers hold values of the type)."""
-    if dt == _BF16:
+    if dt.name == "bfloat16":
         return f"{RT}.bf16_store({code})"
-    if dt == _E8M0:
+    if dt.name == "float8_e8m0fnu":
         return f"{RT}.e8m0_store({code})"
-    if dt in _INT_BITS:
-        return f"{RT}.wrap_u({code}, {_INT_BITS[dt]})"
+    if _int_bits(dt):
+        return f"{RT}.wrap_u({code}, {_int_bits(dt)})"
     return f"{RT}.f8_store({code}, {RT}.STORE_{dt.name})"
 
 
@@ -139,9 +142,9 @@ def _lowp_from(code: str, src: np.dtype, dst: np.dtype) -> str:
     """convert_element_type from the carrier ``code`` of ``src`` (not an ml_dtypes type)
     to the ml_dtypes type ``dst``, as ``lax.elementwise._convert_np`` does."""
     if src == np.bool_:
-        mid = np.dtype(np.int8) if dst in _INT_BITS else np.dtype(np.float32)
+        mid = np.dtype(np.int8) if _int_bits(dst) else np.dtype(np.float32)
         return cast_code(cast_code(code, src, mid), mid, dst)
-    if dst in _INT_BITS:
+    if _int_bits(dst):
         if src.kind == "f":      # truncated, saturated to the type's range, NaN -> 0
             info = dtypes.iinfo(dst)
             conv = (f"{RT}.f2i(np.float64({code}), {_float_lit(float(info.min))}, "
@@ -149,15 +152,15 @@ def _lowp_from(code: str, src: np.dtype, dst: np.dtype) -> str:
                     f"np.int64({info.max}))")
             return f"{np_name(lowp_carrier(dst))}({conv})"
         fn = "wrap_s" if dtypes.is_signed_integer(dst) else "wrap_u"
-        return f"{RT}.{fn}(np.int64({code}), {_INT_BITS[dst]})"
+        return f"{RT}.{fn}(np.int64({code}), {_int_bits(dst)})"
     # floats and integers up to 32 bits are exact in float64: one rounding from there
     # (int64/uint64 sources stay host steps: lowering.rules.lowp_plan)
     x = f"np.float64({code})"
-    if dst == _BF16:
+    if dst.name == "bfloat16":
         if src == np.float32 or src == F16 or (src.kind in "iu" and src.itemsize <= 2):
             return f"{RT}.bf16_round32(np.float32({code}))"   # (exact in float32)
         return f"{RT}.bf16_round({x})"
-    if dst == _E8M0:
+    if dst.name == "float8_e8m0fnu":
         return f"{RT}.e8m0_round({x})"
     if src == F16:
         return f"{RT}.f8_from16({code}, {RT}.ENC_{dst.name}, {RT}.DEC_{dst.name})"
@@ -171,7 +174,7 @@ def _lowp_to(code: str, src: np.dtype, dst: np.dtype) -> str:
     """convert_element_type from the ml_dtypes type ``src`` to ``dst``: through its
     carrier's value (NaN payloads of the float8/float4 formats dropped, as ml_dtypes
     decodes them)."""
-    if dtypes.is_lowp_float(src) and src != _BF16 and src != _E8M0:
+    if dtypes.is_lowp_float(src) and src.name != "bfloat16" and src.name != "float8_e8m0fnu":
         code = f"{RT}.lowp_widen({code})"
         if dst == F16:      # (a value of the format is a float16 value)
             return code
@@ -208,13 +211,13 @@ def cast_code(code: str, src: np.dtype, dst: np.dtype) -> str:
     src, dst = np.dtype(src), np.dtype(dst)
     if src == dst:
         return code
-    if src in _LOWP:
+    if src in dtypes._LOWP:
         return _lowp_to(code, src, dst)
     if src.kind == "c" and dst.kind != "c":
         return cast_code(f"{RT}.real({code})", np.dtype(f"f{src.itemsize // 2}"), dst)
     if dst == np.bool_:
         return f"({code} != 0)"
-    if dst in _LOWP:
+    if dst in dtypes._LOWP:
         return _lowp_from(code, src, dst)
     if dst == F16:
         if src.kind == "f" and src != np.float64:
@@ -400,8 +403,8 @@ def helper_hash() -> str:
             with open(importlib.util.find_spec(mod).origin) as f:
                 src += f.read()
         # the float8/float4 tables of numba_backend.scalar come from ml_dtypes
-        import ml_dtypes
-        src += ml_dtypes.__version__
+        # (its version, without importing it: ``tracer.dtypes``)
+        src += importlib.metadata.version("ml_dtypes")
         _HELPER_HASH = hashlib.sha256(src.encode()).hexdigest()[:16]
     return _HELPER_HASH
 
@@ -560,7 +563,7 @@ class _KernelGen:
                 code = f"in{n.arg}[{idx}]"
                 if inp.dtype == F16:
                     code = f"{RT}.f16_to_f32({code})"
-                elif np.dtype(inp.dtype) in _LOWP:
+                elif np.dtype(inp.dtype) in dtypes._LOWP:
                     code = _lowp_load(code, np.dtype(inp.dtype))
                 return code
             if isinstance(n, Op):
@@ -976,7 +979,7 @@ class _KernelGen:
         code = cast_code(code, src_dt, odt) if np.dtype(src_dt) != odt else code
         if odt == F16:
             return f"{RT}.f16_bits(np.float64({code}))"
-        if odt in _LOWP:
+        if odt in dtypes._LOWP:
             return _lowp_store(code, odt)
         return code
 

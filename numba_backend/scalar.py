@@ -280,7 +280,14 @@ def _lowp_tables():
     return out
 
 
-globals().update(_lowp_tables())
+def __getattr__(name):
+    # the tables are built on first use (they import ml_dtypes: ``tracer.dtypes``)
+    if name.startswith(("DEC_", "ENC_", "STORE_")):
+        tables = _lowp_tables()
+        globals().update(tables)
+        if name in tables:
+            return tables[name]
+    raise AttributeError(f"module 'numba_backend.scalar' has no attribute {name!r}")
 
 
 # ------------------------------------ integers -------------------------------------------

@@ -131,6 +131,41 @@ def test_import_tracer_loads_no_compiler(mode):
     assert res.stdout.strip() == want, res.stdout
 
 
+def test_ml_dtypes_loads_on_first_need(tmp_path):
+    # importing ml_dtypes costs ~0.7 s: a program that never names a low-precision type
+    # (eager and jitted, in the compile workers too) never imports it; naming one
+    # (tnp.bfloat16), or an array of one made after the user imported ml_dtypes, loads
+    # the types, with promotion and classification as if they had been there from the start
+    code = (
+        "import sys, numpy as np, tracer, tracer.numpy as jnp\n"
+        "tracer.config.update('jit_compile', 'sync')\n"
+        "x = jnp.arange(4.0, dtype=jnp.float32)\n"
+        "y = tracer.jit(lambda x: jnp.sin(x) * 2 + x.astype(jnp.int8).sum())(x)\n"
+        "print('ml_dtypes' in sys.modules)\n"
+        "print(jnp.promote_types(jnp.int8, jnp.uint8), jnp.issubdtype(jnp.float32, "
+        "jnp.floating))\n"
+        "import ml_dtypes\n"
+        "a = np.array([1.5, -2.0], ml_dtypes.float8_e4m3fn)\n"
+        "print((jnp.asarray(a) * 2).dtype, jnp.issubdtype(a.dtype, jnp.floating))\n"
+        "print(jnp.promote_types(ml_dtypes.bfloat16, np.float32), "
+        "tracer.jit(lambda v: v + 1)(a).dtype)\n"
+        "print(jnp.bfloat16 is jnp.bfloat16, jnp.finfo(jnp.bfloat16).eps)\n")
+    env = {**__import__("os").environ, "TRACER_CACHE_DIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split("\n")[:5] == [
+        "False", "int16 True", "float8_e4m3fn True", "float32 float8_e4m3fn",
+        "True 0.0078125"], res.stdout
+    code2 = ("import sys, tracer.numpy as jnp\n"
+             "print(jnp.promote_types(jnp.bfloat16, jnp.float16), "
+             "'ml_dtypes' in sys.modules)\n")
+    res = subprocess.run([sys.executable, "-c", code2], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == ["float32", "True"], res.stdout
+
+
 def test_the_first_jit_loads_numba_without_all_of_scipy_linalg(tmp_path):
     # numba_backend._import_numba: Numba's BLAS check sees only the extension module, and
     # a compiled BLAS call (np.dot in a scan's driver) and the user's own scipy.linalg

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import operator
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
 from tracer import dtypes
-from tracer.config import config
 from tracer.errors import (ConcretizationTypeError, TracerArrayConversionError,
                            TracerBoolConversionError, TracerIntegerConversionError,
                            UnexpectedTracerError)
@@ -790,18 +789,21 @@ def eval_primitive(primitive, args, params):
         outs = (outs,)
     result = []
     for o, aval in zip_(outs, out_avals):
-        if type(aval) is not ShapedArray:
-            result.append(o)
-            continue
-        if type(o) is not np.ndarray:
-            o = np.asarray(o)
-        if o.dtype != aval.dtype:
-            o = o.astype(aval.dtype)
-        if o.shape != aval.shape:
-            raise AssertionError(f"impl of {primitive.name} returned shape {o.shape}, abstract "
-                                 f"eval says {aval.str_short()}")
-        result.append(_new_array(o, aval))
+        result.append(impl_result(primitive, o, aval) if type(aval) is ShapedArray else o)
     return result
+
+
+def impl_result(primitive, o, aval: ShapedArray) -> "Array":
+    """An impl's result as the Array of ``aval``: NumPy scalars become arrays, and the
+    dtype becomes the aval's (NumPy's own result dtype can differ from JAX's)."""
+    if type(o) is not np.ndarray:
+        o = np.asarray(o)
+    if o.dtype != aval.dtype:
+        o = o.astype(aval.dtype)
+    if o.shape != aval.shape:
+        raise AssertionError(f"impl of {primitive.name} returned shape {o.shape}, abstract "
+                             f"eval says {aval.str_short()}")
+    return _new_array(o, aval)
 
 
 def _new_array(value: np.ndarray, aval: ShapedArray) -> "Array":

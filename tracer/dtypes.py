@@ -25,8 +25,8 @@ precision a model chose.
 from __future__ import annotations
 
 import functools
+import sys
 
-import ml_dtypes
 import numpy as np
 
 from tracer.config import config
@@ -37,36 +37,86 @@ uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.u
 float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
 complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
 
-bfloat16 = np.dtype(ml_dtypes.bfloat16)
-float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e4m3b11fnuz, \
-    float8_e3m4, float8_e4m3, float8_e8m0fnu = (
-        np.dtype(getattr(ml_dtypes, n)) for n in (
-            "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
-            "float8_e4m3b11fnuz", "float8_e3m4", "float8_e4m3", "float8_e8m0fnu"))
-float4_e2m1fn = np.dtype(ml_dtypes.float4_e2m1fn)
-int4, uint4, int2, uint2 = (np.dtype(getattr(ml_dtypes, n))
-                            for n in ("int4", "uint4", "int2", "uint2"))
-
-FLOAT8_DTYPES = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz,
-                 float8_e4m3b11fnuz, float8_e3m4, float8_e4m3, float8_e8m0fnu)
-# The ml_dtypes floats: NumPy knows none of them as np.floating (their kind is mostly
-# "V"), so every classification below goes through these sets.
-LOWP_FLOAT_DTYPES = (bfloat16,) + FLOAT8_DTYPES + (float4_e2m1fn,)
-LOWP_SINT_DTYPES = (int4, int2)
-LOWP_UINT_DTYPES = (uint4, uint2)
-LOWP_INT_DTYPES = LOWP_SINT_DTYPES + LOWP_UINT_DTYPES
-LOWP_DTYPES = LOWP_FLOAT_DTYPES + LOWP_INT_DTYPES
-_LOWP = frozenset(LOWP_DTYPES)
-_LOWP_FLOAT = frozenset(LOWP_FLOAT_DTYPES)
-_LOWP_SINT = frozenset(LOWP_SINT_DTYPES)
-_LOWP_UINT = frozenset(LOWP_UINT_DTYPES)
-
 # JAX's tangent dtype for integer and boolean primals.
 float0 = np.dtype([("float0", np.void, 0)])
 
-SUPPORTED_DTYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-                    float16, float32, float64, complex64, complex128) + LOWP_DTYPES
-_SUPPORTED = frozenset(SUPPORTED_DTYPES)
+BASE_DTYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+               float16, float32, float64, complex64, complex128)
+
+# ------------------------------- the ml_dtypes types ---------------------------------------
+# Importing ml_dtypes costs about 0.7 s (NumPy registers its ufunc loops one by one), more
+# than the rest of ``import tracer``. No array can have one of its dtypes before ml_dtypes
+# is imported, so tracer imports it on first need: a name below read from this module
+# (``dtypes.bfloat16``, ``tracer.numpy.bfloat16``), or a dtype check made after the user
+# (or another library) imported ml_dtypes. Until then the sets below are empty.
+
+FLOAT8_NAMES = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+                "float8_e4m3b11fnuz", "float8_e3m4", "float8_e4m3", "float8_e8m0fnu")
+LOWP_FLOAT_NAMES = ("bfloat16",) + FLOAT8_NAMES + ("float4_e2m1fn",)
+LOWP_INT_NAMES = ("int4", "int2", "uint4", "uint2")
+LOWP_NAMES = LOWP_FLOAT_NAMES + LOWP_INT_NAMES
+_LAZY_NAMES = frozenset(LOWP_NAMES + (
+    "FLOAT8_DTYPES", "LOWP_FLOAT_DTYPES", "LOWP_SINT_DTYPES", "LOWP_UINT_DTYPES",
+    "LOWP_INT_DTYPES", "LOWP_DTYPES"))
+
+_lowp_loaded = False
+_LOWP = _LOWP_FLOAT = _LOWP_SINT = _LOWP_UINT = _F16_COMPUTED = frozenset()
+_SUPPORTED = frozenset(BASE_DTYPES)
+SUPPORTED_NAMES = tuple(d.name for d in BASE_DTYPES) + LOWP_NAMES
+
+
+def load_lowp() -> None:
+    """Import ml_dtypes and add its types to every dtype set and to the lattice. Idempotent;
+    called on first need (see above)."""
+    global _lowp_loaded, _LOWP, _LOWP_FLOAT, _LOWP_SINT, _LOWP_UINT, _F16_COMPUTED, \
+        _SUPPORTED, _UB
+    if _lowp_loaded:
+        return
+    import ml_dtypes
+    g = globals()
+    for n in LOWP_NAMES:
+        g[n] = np.dtype(getattr(ml_dtypes, n))
+    g["FLOAT8_DTYPES"] = tuple(g[n] for n in FLOAT8_NAMES)
+    g["LOWP_FLOAT_DTYPES"] = tuple(g[n] for n in LOWP_FLOAT_NAMES)
+    g["LOWP_SINT_DTYPES"] = (g["int4"], g["int2"])
+    g["LOWP_UINT_DTYPES"] = (g["uint4"], g["uint2"])
+    g["LOWP_INT_DTYPES"] = g["LOWP_SINT_DTYPES"] + g["LOWP_UINT_DTYPES"]
+    g["LOWP_DTYPES"] = g["LOWP_FLOAT_DTYPES"] + g["LOWP_INT_DTYPES"]
+    # The ml_dtypes floats: NumPy knows none of them as np.floating (their kind is mostly
+    # "V"), so every classification below goes through these sets.
+    _LOWP_FLOAT = frozenset(g["LOWP_FLOAT_DTYPES"])
+    _LOWP_SINT = frozenset(g["LOWP_SINT_DTYPES"])
+    _LOWP_UINT = frozenset(g["LOWP_UINT_DTYPES"])
+    _F16_COMPUTED = frozenset(g["FLOAT8_DTYPES"] + (g["float4_e2m1fn"],)) - {g["float8_e8m0fnu"]}
+    _UB = {x64: _upper_bounds(_lattice(x64, True)) for x64 in (True, False)}
+    _lub.cache_clear()
+    _SUPPORTED = frozenset(BASE_DTYPES + g["LOWP_DTYPES"])
+    _LOWP = frozenset(g["LOWP_DTYPES"])
+    _lowp_loaded = True     # (last: a concurrent reader sees complete sets or none)
+
+
+def __getattr__(name):
+    if name in _LAZY_NAMES:
+        load_lowp()
+        return globals()[name]
+    if name == "SUPPORTED_DTYPES":
+        return supported_dtypes()
+    raise AttributeError(f"module 'tracer.dtypes' has no attribute {name!r}")
+
+
+def _sync() -> bool:
+    """Load the ml_dtypes types if ml_dtypes has been imported (only then can a dtype of
+    theirs exist). True when they are loaded."""
+    if not _lowp_loaded and "ml_dtypes" in sys.modules:
+        load_lowp()
+    return _lowp_loaded
+
+
+def supported_dtypes() -> tuple:
+    """Every dtype tracer supports, the ml_dtypes types included (this imports ml_dtypes)."""
+    load_lowp()
+    return BASE_DTYPES + globals()["LOWP_DTYPES"]
+
 
 _64_TO_32 = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
 
@@ -95,15 +145,17 @@ def canonicalize_dtype(dtype) -> np.dtype:
     dt = np.dtype(dtype)
     if dt == float0:
         return dt
-    if dt not in _SUPPORTED:
+    if dt not in _SUPPORTED and not (_sync() and dt in _SUPPORTED):
         raise TypeError(f"dtype {dt} is not supported by tracer; supported dtypes are "
-                        f"{', '.join(d.name for d in SUPPORTED_DTYPES)}")
+                        f"{', '.join(SUPPORTED_NAMES)}")
     if not config.enable_x64:
         return _64_TO_32.get(dt, dt)
     return dt
 
 
 def _as_dtype(dtype):
+    if not _lowp_loaded:
+        _sync()
     try:
         return np.dtype(dtype)
     except TypeError:
@@ -186,14 +238,17 @@ def issubdtype(a, b) -> bool:
 
 def finfo(dtype):
     """Machine limits of a floating dtype; ml_dtypes' for its types (as jax.numpy.finfo)."""
-    return ml_dtypes.finfo(dtype)
+    if is_lowp(dtype):
+        import ml_dtypes
+        return ml_dtypes.finfo(dtype)
+    return np.finfo(dtype)
 
 
 def iinfo(dtype):
-    return ml_dtypes.iinfo(dtype)
-
-
-_F16_COMPUTED = frozenset(FLOAT8_DTYPES + (float4_e2m1fn,)) - {float8_e8m0fnu}
+    if is_lowp(dtype):
+        import ml_dtypes
+        return ml_dtypes.iinfo(dtype)
+    return np.iinfo(dtype)
 
 
 def dtype_key(dtype) -> str:
@@ -245,21 +300,28 @@ def complex_dtype_for(dtype) -> np.dtype:
 _I, _F, _C = "i*", "f*", "c*"
 _WEAK_KINDS = (_I, _F, _C)
 
-_LATTICE = {
-    bool_: [_I],
-    _I: [uint8, int8, *LOWP_INT_DTYPES],
-    uint8: [int16, uint16], uint16: [int32, uint32], uint32: [int64, uint64], uint64: [_F],
-    int8: [int16], int16: [int32], int32: [int64], int64: [_F],
-    _F: [*FLOAT8_DTYPES, float4_e2m1fn, bfloat16, float16, _C],
-    **{t: [] for t in FLOAT8_DTYPES + (float4_e2m1fn,) + LOWP_INT_DTYPES},
-    bfloat16: [float32], float16: [float32], float32: [float64, complex64], float64: [complex128],
-    _C: [complex64], complex64: [complex128], complex128: [],
-}
-
-
-# Without enable_x64 no promotion forms a 64-bit type from narrower inputs: JAX replaces
-# the one edge that would (uint32 x int32 -> int64) by uint32 -> int32.
-_LATTICE_X32 = {**_LATTICE, uint32: [int32, uint64]}
+def _lattice(x64: bool, with_lowp: bool) -> dict:
+    lowp = globals() if with_lowp else None
+    f8 = tuple(lowp[n] for n in FLOAT8_NAMES + ("float4_e2m1fn",)) if lowp else ()
+    ints = tuple(lowp[n] for n in LOWP_INT_NAMES) if lowp else ()
+    bf16 = (lowp["bfloat16"],) if lowp else ()
+    lattice = {
+        bool_: [_I],
+        _I: [uint8, int8, *ints],
+        uint8: [int16, uint16], uint16: [int32, uint32], uint32: [int64, uint64],
+        uint64: [_F],
+        int8: [int16], int16: [int32], int32: [int64], int64: [_F],
+        _F: [*f8, *bf16, float16, _C],
+        **{t: [] for t in f8 + ints},
+        **{t: [float32] for t in bf16},
+        float16: [float32], float32: [float64, complex64], float64: [complex128],
+        _C: [complex64], complex64: [complex128], complex128: [],
+    }
+    if not x64:
+        # Without enable_x64 no promotion forms a 64-bit type from narrower inputs: JAX
+        # replaces the one edge that would (uint32 x int32 -> int64) by uint32 -> int32.
+        lattice[uint32] = [int32, uint64]
+    return lattice
 
 
 def _upper_bounds(lattice):
@@ -278,7 +340,7 @@ def _upper_bounds(lattice):
     return ub
 
 
-_UB = {True: _upper_bounds(_LATTICE), False: _upper_bounds(_LATTICE_X32)}
+_UB = {x64: _upper_bounds(_lattice(x64, False)) for x64 in (True, False)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -299,10 +361,10 @@ class TypePromotionError(TypeError, ValueError):
 
 def _promotion_error(nodes):
     names = sorted(_node_name(n) for n in nodes)
-    leaves = [n for n in nodes if n in _LOWP and n != bfloat16]
+    leaves = [n for n in nodes if n in _LOWP and n.name != "bfloat16"]
     if any(n in _LOWP_SINT or n in _LOWP_UINT for n in leaves):
         what, to = "2-bit and 4-bit integers", "int32"
-    elif any(n == float4_e2m1fn for n in leaves):
+    elif any(n.name == "float4_e2m1fn" for n in leaves):
         what, to = "4-bit floats", "float32"
     else:
         what, to = "8-bit floats", "float32"
@@ -331,7 +393,7 @@ def _node_of(dtype, weak: bool):
     if dt == float0:
         raise TypeError("float0 arrays (tangents of integer values) do not take part in "
                         "type promotion")
-    if dt not in _SUPPORTED:
+    if dt not in _SUPPORTED and not (_sync() and dt in _SUPPORTED):
         raise TypeError(f"dtype {dt} is not supported by tracer")
     return dt
 

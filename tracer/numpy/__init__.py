@@ -13,10 +13,6 @@ from tracer.numpy.scalar_types import (bool_, complex64, complex128, float16, fl
                                        float64, int8, int16, int32, int64, uint8, uint16,
                                        uint32, uint64, int_, uint, float_, complex_, single,
                                        double, csingle, cdouble)
-from tracer.numpy.scalar_types import (bfloat16, float8_e4m3fn, float8_e5m2,  # noqa: F401
-                                       float8_e4m3fnuz, float8_e5m2fnuz, float8_e4m3b11fnuz,
-                                       float8_e3m4, float8_e4m3, float8_e8m0fnu,
-                                       float4_e2m1fn, int4, uint4, int2, uint2)
 from tracer.dtypes import promote_types, result_type, canonicalize_dtype as _canon
 from tracer.numpy.util import broadcast_shapes
 from tracer.numpy.creation import (arange, array, asarray, empty, empty_like, eye, full,
@@ -151,3 +147,17 @@ def __array_namespace_info__():
     from tracer.numpy.misc import ArrayNamespaceInfo
     return ArrayNamespaceInfo()
 from tracer.numpy import fft, linalg  # noqa: E402
+
+
+def __getattr__(name):
+    # bfloat16, float8_*, float4_e2m1fn, int4, uint4, int2, uint2: made on first use, when
+    # ml_dtypes is imported (``tracer.dtypes``)
+    if name in _dtypes.LOWP_NAMES:
+        from tracer.numpy import scalar_types
+        t = globals()[name] = getattr(scalar_types, name)
+        return t
+    raise AttributeError(f"module 'tracer.numpy' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_dtypes.LOWP_NAMES))

@@ -10,8 +10,9 @@ as in JAX. ``isinstance(v, tnp.float32)`` is ``isinstance(v, numpy.float32)``.
 """
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
+
+from tracer import dtypes as _dtypes
 
 
 class _ScalarMeta(type):
@@ -52,20 +53,19 @@ float16, float32, float64 = (_make_scalar_type(t) for t in (np.float16, np.float
                                                            np.float64))
 complex64, complex128 = _make_scalar_type(np.complex64), _make_scalar_type(np.complex128)
 
-# The ml_dtypes types, under jax.numpy's names.
-LOWP_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
-              "float8_e4m3b11fnuz", "float8_e3m4", "float8_e4m3", "float8_e8m0fnu",
-              "float4_e2m1fn", "int4", "uint4", "int2", "uint2")
-(bfloat16, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e4m3b11fnuz,
- float8_e3m4, float8_e4m3, float8_e8m0fnu, float4_e2m1fn, int4, uint4, int2, uint2) = (
-    _make_scalar_type(getattr(ml_dtypes, n), n) for n in LOWP_NAMES)
+# The ml_dtypes types, under jax.numpy's names: made on first use (importing ml_dtypes
+# costs about 0.7 s; ``tracer.dtypes``).
+LOWP_NAMES = _dtypes.LOWP_NAMES
+
+
+def __getattr__(name):
+    if name in LOWP_NAMES:
+        t = globals()[name] = _make_scalar_type(getattr(_dtypes, name).type, name)
+        return t
+    raise AttributeError(f"module 'tracer.numpy.scalar_types' has no attribute {name!r}")
+
 
 # jax.numpy's aliases (the 64-bit types: 32-bit arrays without x64).
 bool = bool_
 int_, uint, float_, complex_ = int64, uint64, float64, complex128
 single, double, csingle, cdouble = float32, float64, complex64, complex128
-
-SCALAR_TYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16,
-                float32, float64, complex64, complex128, bfloat16, float8_e4m3fn, float8_e5m2,
-                float8_e4m3fnuz, float8_e5m2fnuz, float8_e4m3b11fnuz, float8_e3m4, float8_e4m3,
-                float8_e8m0fnu, float4_e2m1fn, int4, uint4, int2, uint2)
