@@ -146,3 +146,47 @@ def test_eval_plans_keep_error_state_and_low_precision_dispatch():
         np.asarray(jnp.sin(b)).view(np.uint16),
         np.sin(x32.astype(ml_dtypes.bfloat16).astype(np.float32))
         .astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
+_BASIC_INDICES = [
+    0, -1, 2, 3, -4, 7, -9, (1, 2), (-1, -3, 0), (), Ellipsis, None, (None, 1),
+    slice(None), slice(1, 3), slice(None, None, -1), slice(5, -9, -2), slice(10, 20),
+    slice(-100, 100, 3), (Ellipsis, 1), (0, Ellipsis, None, slice(None, None, 2)),
+    (slice(0, 0), 1), (1, Ellipsis, -1), (None, Ellipsis, None),
+    # not basic indexing in range (the general path: clamps, NumPy ints, arrays, masks)
+    5, -6, (0, 9), np.int32(1), (slice(np.int64(1), None),), [0, 2], (True,),
+]
+
+
+@pytest.mark.parametrize("weak", [False, True])
+@pytest.mark.parametrize("idx", _BASIC_INDICES, ids=repr)
+def test_eager_indexing_fast_path_equals_the_traced_path(idx, weak):
+    # tracer.numpy.indexing._eager_basic_getitem: concrete Arrays, no transformation
+    # active, in-range Python ints, slices, None and Ellipsis; what it gives must be what
+    # the slice/rev/squeeze path gives under jit (values, shape, dtype, weak type), and
+    # every other index still takes that path (JAX's clamping of static ints)
+    a = np.arange(60, dtype=np.float32).reshape(4, 3, 5) - 7.5
+    x = jnp.asarray(a)
+    if weak:
+        x = tracer.core.Array(a, weak_type=True)
+    eager = x[idx]
+    traced = tracer.jit(lambda v: v[idx])(x)
+    assert eager.shape == traced.shape and eager.dtype == traced.dtype
+    assert eager.aval.weak_type == traced.aval.weak_type == weak
+    np.testing.assert_array_equal(np.asarray(eager), np.asarray(traced))
+    with pytest.raises(TypeError, match="immutable"):
+        eager[...] = 0
+    assert not eager._value.flags.writeable
+
+
+def test_eager_indexing_fast_path_leaves_transformations_alone():
+    # under grad/vmap the index goes through the primitives (a tracer, or a concrete Array
+    # closed over while a transformation is active)
+    a = np.arange(6.0)
+    g = tracer.grad(lambda v: v[1] * 3.0 + v[-1])(jnp.asarray(a))
+    np.testing.assert_array_equal(np.asarray(g), [0, 3, 0, 0, 0, 1])
+    c = jnp.asarray(a)
+    out = tracer.vmap(lambda s: c[2] * s + s[1:2].sum())(jnp.asarray(a.reshape(3, 2)))
+    np.testing.assert_array_equal(np.asarray(out), a[2] * a.reshape(3, 2) + a.reshape(3, 2)[:, 1:2])
+    jaxpr = tracer.make_jaxpr(lambda v: c[2] + v)(1.0)
+    assert "slice" in str(jaxpr) or "squeeze" in str(jaxpr)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 import lax
-from tracer import dtypes
+from tracer import core, dtypes
 from tracer.core import Array, Tracer, get_aval
 from tracer.errors import ConcretizationTypeError
 
@@ -248,6 +248,10 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
     """``x[idx]`` as slices, a dynamic_slice or a gather. ``mode``: None, 'clip' or
     'promise_in_bounds' clamp out-of-range integers, 'fill'/'drop' return ``fill_value``
     for them (JAX's ``x.at[idx].get``)."""
+    if type(x) is Array and mode is None and not core._dynamic_trace.level:
+        out = _eager_basic_getitem(x, idx)
+        if out is not None:
+            return out
     from tracer.numpy.util import as_operand
     x = as_operand(x, fname)
     shape = get_aval(x).shape
@@ -267,6 +271,42 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
     return lax.gather(x, g.indices, g.dnums, g.slice_sizes,
                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
                       mode=gmode, fill_value=fill_value)
+
+
+def _eager_basic_getitem(x, idx):
+    """``x[idx]`` for a concrete Array and no transformation active, when every entry is
+    a Python int within range, a slice of Python ints (or None), None or one Ellipsis:
+    then NumPy's basic indexing gives exactly what the slice/rev/squeeze path gives (a
+    view, as that path's impls return), without it. Otherwise None (the general path
+    then answers, e.g. clamping an out-of-range int as JAX does)."""
+    entries = idx if type(idx) is tuple else (idx,)
+    shape = x._value.shape
+    dim, ellipsis = 0, False
+    for e in entries:
+        t = type(e)
+        if t is int:
+            if dim >= len(shape) or not -shape[dim] <= e < shape[dim]:
+                return None
+            dim += 1
+        elif t is slice:
+            if not ((e.start is None or type(e.start) is int)
+                    and (e.stop is None or type(e.stop) is int)
+                    and (e.step is None or (type(e.step) is int and e.step != 0))):
+                return None
+            dim += 1
+        elif e is None:
+            continue
+        elif e is Ellipsis and not ellipsis:
+            ellipsis = True
+        else:
+            return None
+    if dim > len(shape):
+        return None
+    v = x._value[idx]
+    if type(v) is not np.ndarray:       # (all ints: a NumPy scalar)
+        v = np.asarray(v)
+    aval = x._aval or x.aval
+    return core._new_array(v, core.ShapedArray(v.shape, aval.dtype, weak_type=aval.weak_type))
 
 
 def _clamp_static(k, n, d):
