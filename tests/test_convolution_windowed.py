@@ -368,3 +368,34 @@ def test_batch_norm_ops():
                         x, scale, offset)
     for a, b in zip(grads, vjp(dy)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_conv_impl_by_taps_equals_the_window_contraction(case, monkeypatch):
+    # lax.convolution._conv_by_taps (a matrix product per kernel tap) against the
+    # window-view contraction it replaces for small kernels: integers exactly, floats to
+    # rounding, over feature groups, strides, kernel dilation and 1-3 spatial dims
+    from lax import convolution as C
+    cases = [((2, 6, 11, 9), (9, 2, 3, 2), (2, 1), [(1, 2), (0, 1)], (1, 1), (2, 1), 3),
+             ((3, 4, 7), (6, 4, 5), (3,), [(2, 2)], (1,), (1,), 1),
+             ((2, 4, 5, 6, 7), (6, 2, 2, 3, 2), (1, 1, 2), [(0, 1), (1, 1), (0, 0)],
+              (1, 1, 1), (1, 2, 1), 2),
+             ((1, 1, 4, 4), (1, 1, 1, 1), (1, 1), [(0, 0), (0, 0)], (1, 1), (1, 1), 1),
+             ((2, 3, 6, 6), (4, 3, 3, 3), (1, 1), [(1, 1), (1, 1)], (2, 1), (1, 1), 1),
+             ((2, 2, 3, 3), (2, 2, 3, 3), (1, 1), [(0, 0), (0, 0)], (1, 1), (1, 1), 1)]
+    xs, ws, st, pad, ld, rd, G = cases[case]
+    rng = np.random.default_rng(case)
+
+    def both(x, w):
+        monkeypatch.setattr(C, "_TAPS_MIN_SIZE", 0)
+        taps = C._conv_nchw(x, w, st, pad, ld, rd, G)
+        monkeypatch.setattr(C, "_OFFSET_LOOP_MAX_TAPS", 0)
+        window = C._conv_nchw(x, w, st, pad, ld, rd, G)
+        monkeypatch.undo()
+        assert taps.shape == window.shape and taps.dtype == window.dtype
+        return taps, window
+
+    taps, window = both(rng.integers(-9, 9, xs), rng.integers(-9, 9, ws))
+    np.testing.assert_array_equal(taps, window)
+    taps, window = both(rng.standard_normal(xs), rng.standard_normal(ws))
+    np.testing.assert_allclose(taps, window, rtol=1e-12, atol=1e-12)
