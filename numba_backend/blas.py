@@ -13,7 +13,7 @@ import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
-from numba.np.linalg import call_xxgemm
+from numba.np.linalg import call_xxgemm, call_xxgemv
 
 
 @intrinsic
@@ -39,3 +39,43 @@ def matmul_into(typingctx, x, y, out):
         return context.get_dummy_value()
 
     return types.none(x, y, out), codegen
+
+
+def _gemv_intrinsic(matrix_first: bool):
+    """``out[:] = a @ x`` (``matrix_first``) or ``out[:] = x @ a``: a 2-D float/complex
+    matrix ``a`` of C or F layout times a vector held as a 2-D C/F array with one
+    extent 1 (so its data is contiguous), into such an ``out``. BLAS GEMV as ``np.dot``
+    (and NumPy's own matmul and dot) call it for a matrix times a vector: a 128 x 128
+    float32 product costs 1.1 us through GEMV against 3.4 us through GEMM with n = 1,
+    and 0.9 against 7.4 us for a transposed (F-layout) matrix. Extents must be >= 1 (the
+    caller checks). Nothing else is checked."""
+
+    def impl(typingctx, p, q, out):
+        arrays = (p, q, out)
+        if not all(isinstance(t, types.Array) and t.ndim == 2 for t in arrays):
+            return None
+        if len({t.dtype for t in arrays}) != 1 or \
+                str(out.dtype) not in ("float32", "float64", "complex64", "complex128") or \
+                any(t.layout not in "CF" for t in arrays):
+            return None
+        mty = p if matrix_first else q
+
+        def codegen(context, builder, sig, args):
+            arr = [context.make_array(t)(context, builder, v)
+                   for t, v in zip(sig.args, args)]
+            m, v = (arr[0], arr[1]) if matrix_first else (arr[1], arr[0])
+            # np.dot's choice (numba.np.linalg.dot_3_vm): the matrix's layout sets the
+            # transpose flag of Numba's GEMV wrapper
+            do_trans = (mty.layout == "C") if matrix_first else (mty.layout == "F")
+            call_xxgemv(context, builder, do_trans, mty,
+                        cgutils.unpack_tuple(builder, m.shape), m.data, v.data,
+                        arr[2].data)
+            return context.get_dummy_value()
+
+        return types.none(p, q, out), codegen
+
+    return intrinsic(impl)
+
+
+matvec_into = _gemv_intrinsic(True)
+vecmat_into = _gemv_intrinsic(False)

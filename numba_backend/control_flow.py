@@ -520,6 +520,15 @@ def _dot_helper(lhs_a, rhs_a, out_a, dimension_numbers):
                     with em.block(f"for m in range(lhs.shape[{lfree[0]}]):"):
                         with em.block(f"for n in range(rhs.shape[{rfree[0]}]):"):
                             em.line(f"out[m, n] = {_np_name(out_dt)}(0)")
+                # a matrix times a vector (one free extent 1, the other above 1): GEMV,
+                # as NumPy's matmul and dot call it (GEMM with n = 1 costs 3-8 times
+                # as much at 128 x 128); 1 x 1 products stay with GEMM
+                with em.block(f"elif rhs.shape[{rfree[0]}] == 1 and "
+                              f"lhs.shape[{lfree[0]}] > 1:"):
+                    em.line(f"matvec_into({a}, {b}, out)")
+                with em.block(f"elif lhs.shape[{lfree[0]}] == 1 and "
+                              f"rhs.shape[{rfree[0]}] > 1:"):
+                    em.line(f"vecmat_into({a}, {b}, out)")
                 with em.block(f"elif lhs.shape[{lfree[0]}] != 0 and "
                               f"rhs.shape[{rfree[0]}] != 0:"):
                     em.line(f"matmul_into({a}, {b}, out)")
@@ -650,7 +659,7 @@ def build_source(spec):
     em.line("import numpy as np")
     em.line("from numba.extending import register_jitable")
     if any("matmul_into(" in src for src in g.helpers.values()):
-        em.line("from numba_backend.blas import matmul_into")
+        em.line("from numba_backend.blas import matmul_into, matvec_into, vecmat_into")
     if g.uses_views:
         em.line("from numba_backend.views import reshape_c")
     if g.user:

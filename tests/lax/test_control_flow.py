@@ -926,7 +926,7 @@ def test_compiled_loops_are_generated(rng):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 @pytest.mark.parametrize("m,k,n", [(3, 4, 5), (1, 4, 1), (3, 1, 5), (3, 0, 5), (0, 4, 5),
-                                   (3, 4, 0)])
+                                   (3, 4, 0), (3, 4, 1), (1, 4, 5)])
 def test_driver_matrix_products_equal_the_python_loop(dtype, m, k, n, rng):
     # w @ h and w.T-style contractions in a compiled scan (GEMM from the driver, the
     # outer-product loop at k = 1, zeros at k = 0, nothing for an empty result) against
@@ -955,6 +955,50 @@ def test_driver_matrix_products_equal_the_python_loop(dtype, m, k, n, rng):
     assert np.asarray(g).dtype == dtype and np.asarray(g).shape == (m, n)
     np.testing.assert_allclose(np.asarray(g), eg, rtol=tol, atol=tol)
     np.testing.assert_array_equal(np.asarray(h), eh)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_driver_matrix_vector_products_equal_eager(dtype, rng):
+    # A matrix times a vector in a compiled loop goes through GEMV (matvec_into,
+    # vecmat_into), as NumPy's matmul does eagerly: the same bits, in C and F (transposed)
+    # layouts, a value used twice, forward and reverse (grad) scans, vmap of a scan and
+    # grad of a fori_loop.
+    def mk(*shape):
+        a = rng.standard_normal(shape) + (1j * rng.standard_normal(shape)
+                                          if np.dtype(dtype).kind == "c" else 0)
+        return (a / 4).astype(dtype)
+    w, h0, xs = mk(5, 5), mk(5), mk(4, 5)
+
+    def body(h, x):
+        a = w @ h                      # (5, 5) x (5,)
+        b = w.T @ a                    # transposed matrix, a used twice
+        c = h @ w + (a @ w.T)          # vector x matrix
+        return (a + b + c) * 0.25 + x, a      # (no tanh: compiled within 1 ulp)
+
+    f = lambda w0, h, xs: lax.scan(lambda h, x: body(h, x), h, xs)
+    text = tracer.jit(f).lower(w, h0, xs).as_text()
+    assert "matvec_into(" in text and "vecmat_into(" in text
+    got, want = tracer.jit(f)(w, h0, xs), f(w, h0, xs)
+    for g, e in zip(tracer.tree_util.tree_leaves(got), tracer.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
+    if np.dtype(dtype).kind == "c":
+        return
+    # grad of a scan (reverse scan with transposed products)
+    def loss(w, h):
+        return tnp.sum(lax.scan(lambda h, x: (tnp.tanh(w @ h + x), None), h, xs)[0])
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    gj, ge = tracer.jit(tracer.grad(loss))(w, h0), tracer.grad(loss)(w, h0)
+    np.testing.assert_allclose(np.asarray(gj), np.asarray(ge), rtol=tol, atol=tol)
+    # vmap of a scan: a batch of initial states
+    hs = mk(3, 5)
+    vf = tracer.vmap(lambda h: lax.scan(lambda h, x: (tnp.tanh(w @ h + x), None), h, xs)[0])
+    np.testing.assert_allclose(np.asarray(tracer.jit(vf)(hs)), np.asarray(vf(hs)),
+                               rtol=tol, atol=tol)
+    # grad of a fori_loop
+    def floss(w):
+        return tnp.sum(lax.fori_loop(0, 3, lambda i, h: tnp.tanh(w @ h), h0))
+    np.testing.assert_allclose(np.asarray(tracer.jit(tracer.grad(floss))(w)),
+                               np.asarray(tracer.grad(floss)(w)), rtol=tol, atol=tol)
 
 
 def test_a_driver_links_its_kernels_as_compiled_for_the_executor(rng, monkeypatch):
