@@ -5,7 +5,9 @@ it is small, and a loop with an out-of-line call does not vectorize. Numba's own
 inlining (``inline="always"``) works but costs seconds of compile time. A function marked
 ``@inline_source`` is instead pasted into the kernel's source where it is called: its
 locals renamed with a unique prefix, its parameters bound to the argument expressions, its
-module constants replaced by their values (arrays are imported by name), calls to other
+module constants replaced by their values (arrays, and functions marked
+``@kernel_import`` -- Numba intrinsics with a Python fallback, like ``vecmath.fma`` --
+are imported by the kernel module by name), calls to other
 ``@inline_source`` functions expanded the same way, and its final ``return`` turned into
 an assignment. The function stays an ordinary ``register_jitable`` too (the debug mode and
 tests call it directly).
@@ -33,6 +35,14 @@ def inline_source(fn):
     _INLINE[(fn.__module__, fn.__qualname__)] = fn
     fn._tracer_inline = True
     register_jitable(fn)
+    return fn
+
+
+def kernel_import(fn):
+    """Mark a module-level function that ``@inline_source`` functions may call and that is
+    imported into the kernel module rather than pasted in (e.g. an ``@overload``-ed Python
+    function whose compiled version is an intrinsic, so it runs in both tiers)."""
+    fn._tracer_kernel_import = True
     return fn
 
 
@@ -110,7 +120,7 @@ class _Rewriter(ast.NodeTransformer):
         val = self.p.globals.get(node.id)
         if isinstance(val, (bool, int, float)) and not isinstance(val, np.ndarray):
             return ast.copy_location(ast.Constant(val), node)
-        if isinstance(val, np.ndarray):
+        if isinstance(val, np.ndarray) or getattr(val, "_tracer_kernel_import", False):
             alias = f"g_{self.p.module.replace('.', '_')}_{node.id}"
             self.imports.add((self.p.module, node.id, alias))
             return ast.copy_location(ast.Name(alias, node.ctx), node)

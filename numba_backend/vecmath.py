@@ -3,12 +3,18 @@
 Numba calls the scalar libm for ``np.exp``/``np.sin``..., so a fused loop over a
 transcendental runs one element at a time. These versions are straight-line arithmetic
 (range reduction, polynomial, exponent bit tricks, selects), pasted into the kernel source
-(``numba_backend.inliner``), so LLVM vectorizes the loops that call them. float32 functions compute in float64 and round once, so they are within
-an ulp of the correctly rounded result for every input (NumPy's own float32 versions are
-too; both are checked against each other in tests/numba_backend).
+(``numba_backend.inliner``), so LLVM vectorizes the loops that call them. ``fma`` (one
+rounding, ``llvm.fma``) is imported by the kernel modules instead. The float32 functions are
+within an ulp of the correctly rounded result for every input (NumPy's own float32 versions
+are too; both are checked against each other in tests/numba_backend); all but ``exp_f32``
+compute in float64 and round once.
 
-- ``exp_f32``: exp(x) = 2**n * exp(r), r = x - n ln2 in [-ln2/2, ln2/2], degree-9 Taylor
-  polynomial in float64 (relative error < 1e-10 before the final rounding).
+- ``exp_f32``: native float32 with FMA (8 lanes on AVX2): exp(x) = 2**n exp(r),
+  r = x - n ln2 by Cody-Waite with float32 ln2_hi + ln2_lo (x - n ln2_hi exact by FMA, the
+  rounding of r carried as a Fast2Sum correction), Taylor to r**8, 2**n in two exact-or-
+  once-rounded steps (subnormal results rounded, not flushed). Max error 0.785 ulp of the
+  exact value over all 2**32 inputs (so always one of the two neighbours of it: <= 1 ulp
+  from the correctly rounded result, equal to it for all but 17970805 inputs).
 - ``exp_f64``: the same with a two-part ln2 (Cody-Waite) and degree 13, and a two-step
   scaling so that subnormal results are rounded once.
 - ``tanh_f32``: 1 - 2/(exp(2|x|) + 1) with exp as in ``exp_f64``, or the odd Taylor
@@ -21,8 +27,57 @@ too; both are checked against each other in tests/numba_backend).
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
-from numba_backend.inliner import inline_source
+from llvmlite import ir as llvm_ir
+from numba.core import types as nb_types
+from numba.extending import intrinsic, overload
+
+from numba_backend.inliner import inline_source, kernel_import
+
+# ---------------------------------------- fma ---------------------------------------------
+
+
+@intrinsic
+def _fma_llvm(typingctx, a, b, c):
+    """``llvm.fma`` of three floats of one type: one rounding; on this backend's x86 targets
+    LLVM emits vfmadd (FMA3) and vectorizes it, or calls libm's fma without FMA."""
+    if not (isinstance(a, nb_types.Float) and a == b == c):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ty = context.get_value_type(a)
+        fn = builder.module.declare_intrinsic("llvm.fma", [ty],
+                                              llvm_ir.FunctionType(ty, [ty, ty, ty]))
+        return builder.call(fn, args)
+    return a(a, b, c), codegen
+
+
+@kernel_import
+def fma(a, b, c):
+    """a * b + c rounded once, for float32 or float64 scalars of one type. Compiled, it is
+    ``llvm.fma`` (the overload below); this Python version serves the ``debug_kernels``
+    mode and tests. float64: exact (fractions), except with an inf or NaN operand, where
+    it is the unfused a * b + c (the same value but for the sign of a NaN). float32: the
+    product is exact in float64 and the sum rounds twice (float64, then float32), which
+    differs from one rounding only when the float64 sum lies on a float32 tie it was
+    rounded onto (rare; never in vecmath's uses, whose sums are far from ties or exact)."""
+    if isinstance(a, np.float32):
+        return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
+    a, b, c = float(a), float(b), float(c)
+    try:
+        return np.float64(float(Fraction(a) * Fraction(b) + Fraction(c)))
+    except (OverflowError, ValueError):
+        return np.float64(a * b + c)
+
+
+@overload(fma)
+def _fma_overload(a, b, c):
+    if isinstance(a, nb_types.Float) and a == b == c:
+        return lambda a, b, c: _fma_llvm(a, b, c)
+    return None
+
 
 # ---------------------------------------- exp ---------------------------------------------
 
@@ -32,19 +87,43 @@ _LN2_HI = 0.6931471803691238       # 33 significant bits: n * _LN2_HI is exact
 _LN2_LO = 1.9082149292705877e-10
 
 
+# float32: ln2 = _LN2_HI_F + _LN2_LO_F + 9e-17 (float32 parts); 1/k! as float32
+_LOG2E_F = 1.4426950216293335
+_LN2_HI_F = 0.6931471824645996
+_LN2_LO_F = -1.9046542121259336e-09
+_IF3, _IF4, _IF5 = 0.1666666716337204, 0.0416666679084301, 0.008333333767950535
+_IF6, _IF7, _IF8 = 0.0013888889225199819, 0.00019841270113829523, 2.4801587642286904e-05
+
+
 @inline_source
 def exp_f32(x):
-    xd = np.float64(x)
-    xc = xd if xd < 200.0 else 200.0
-    xc = xc if xc > -200.0 else -200.0           # NaN ends up here too; fixed below
-    n = np.rint(xc * _LOG2E)
-    r = xc - n * _LN2
-    p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
-        1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (
-            1.0 / 362880)))))))))
-    scale = np.int64((np.int64(n) + 1023) << 52).view(np.float64)
-    y = np.float32(p * scale)
-    return y if xd == xd else np.float32(x)
+    xf = np.float32(x)
+    xc = xf if xf < np.float32(89.0) else np.float32(89.0)
+    xc = xc if xc > np.float32(-104.0) else np.float32(-104.0)   # NaN ends here; fixed below
+    n = np.rint(xc * np.float32(_LOG2E_F))
+    # x - n ln2_hi is exact: a multiple of 2**-24 (or x itself when n == 0) below 1/2
+    r = fma(n, np.float32(-_LN2_HI_F), xc)
+    c = n * np.float32(-_LN2_LO_F)                  # the rest of -n ln2, |c| < 3e-7
+    rr = r + c                                      # rounded: rr + e = x - n ln2,
+    e = (r - rr) + c                                # e exact (Fast2Sum) when |r| >= |c|
+    # exp(rr + e) = 1 + rr + rr**2 q(rr) + e (1 + rr) (+ O(e rr**2)), with
+    # q(r) = (exp(r) - 1 - r) / r**2 to r**6 (Taylor; the rest is below 2**-32)
+    q = fma(np.float32(_IF8), rr, np.float32(_IF7))
+    q = fma(q, rr, np.float32(_IF6))
+    q = fma(q, rr, np.float32(_IF5))
+    q = fma(q, rr, np.float32(_IF4))
+    q = fma(q, rr, np.float32(_IF3))
+    q = fma(q, rr, np.float32(0.5))
+    t = rr + fma(rr * rr, q, fma(e, rr, e))
+    p = np.float32(1.0) + t
+    # 2**n in two steps: p 2**n1 is exact (normal), the second product rounds once, also
+    # to a subnormal or to inf
+    ni = np.int32(n)
+    n1 = ni >> 1
+    s1 = np.int32((n1 + 127) << 23).view(np.float32)
+    s2 = np.int32((ni - n1 + 127) << 23).view(np.float32)
+    y = (p * s1) * s2
+    return y if xf == xf else xf
 
 
 @inline_source

@@ -312,3 +312,39 @@ def test_eager_ufunc_after_loading_cached_kernels(tmp_path):
     from scipy.special import erfc
     got = eval(second.stdout.splitlines()[1])
     np.testing.assert_allclose(got, erfc(np.array([0.0, 0.5, 3.0, -2.0])), rtol=1e-6)
+
+
+FMA_SCRIPT = textwrap.dedent("""
+    import numpy as np, tracer, tracer.numpy as tnp
+    f = tracer.jit(lambda x: tnp.exp(x) + 0.0)
+    x = np.float32([-100.0, -88.0, 0.5, 88.7, np.nan, -0.0])
+    print(np.asarray(f(x)).view(np.uint32).tolist())
+    from numba_backend import cache
+    print(cache.stats["compiled"], cache.stats["cache_loads"])
+""")
+
+
+def test_a_kernel_calling_fma_loads_from_the_disk_cache_in_a_fresh_process(tmp_path):
+    """exp_f32's kernel imports vecmath.fma (an intrinsic behind an overload): compiled in
+    a worker, then loaded from Numba's disk cache by a new process, same bits."""
+    env = dict(os.environ, TRACER_CACHE_DIR=str(tmp_path), TRACER_JIT_COMPILE="sync",
+               PYTHONPATH=ROOT)
+    env.pop("NUMBA_CACHE_DIR", None)
+    run = lambda: subprocess.run([sys.executable, "-c", FMA_SCRIPT], env=env, cwd=ROOT,
+                                 capture_output=True, text=True, timeout=600)
+    first = run()
+    assert first.returncode == 0, first.stderr
+    srcs = list((tmp_path / "kernels").glob("k_*.py"))
+    assert any("import fma" in p.read_text() for p in srcs)
+    second = run()
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.splitlines()[0] == first.stdout.splitlines()[0]
+    compiled, loads = map(int, second.stdout.splitlines()[1].split())
+    assert compiled == 0 and loads >= 1, second.stdout
+    with np.errstate(all="ignore"):
+        x32 = np.float32([-100.0, -88.0, 0.5, 88.7, np.nan, -0.0])
+        want = np.exp(x32.astype(np.float64)).astype(np.float32)
+    got = np.array(eval(first.stdout.splitlines()[0]), np.uint32).view(np.float32)
+    assert np.isnan(got[4])
+    keep = [0, 1, 2, 3, 5]
+    assert (np.abs(got[keep].view(np.int32) - want[keep].view(np.int32)) <= 1).all()
