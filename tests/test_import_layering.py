@@ -157,6 +157,26 @@ def test_ml_dtypes_loads_on_first_need(tmp_path):
     assert res.stdout.split("\n")[:5] == [
         "False", "int16 True", "float8_e4m3fn True", "float32 float8_e4m3fn",
         "True 0.0078125"], res.stdout
+    # the types named by string, in a process where nothing has loaded them yet: NumPy
+    # knows 'bfloat16' only once ml_dtypes is imported
+    code3 = (
+        "import sys, tracer, tracer.numpy as jnp, tracer.lax as lax\n"
+        "x = jnp.arange(3.0)\n"
+        "print('ml_dtypes' in sys.modules)\n"
+        "print(jnp.zeros(2, 'bfloat16').dtype, x.astype('float8_e4m3fn').dtype, "
+        "lax.convert_element_type(x, 'int4').dtype, "
+        "tracer.jit(lambda v: v.astype('uint4') + 1)(x).dtype)\n"
+        "print(jnp.promote_types('bfloat16', 'float16'), jnp.dtype('float8_e5m2'), "
+        "jnp.result_type('bfloat16', 1.0), jnp.can_cast('bfloat16', 'float32'), "
+        "jnp.finfo('bfloat16').eps, jnp.iinfo('int4').max)\n"
+        "print(jnp.issubdtype('bfloat16', jnp.floating), jnp.isdtype('int2', 'integral'), "
+        "jnp.zeros(2, 'uint16').view('bfloat16').dtype)\n")
+    res = subprocess.run([sys.executable, "-c", code3], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split("\n")[:4] == [
+        "False", "bfloat16 float8_e4m3fn int4 uint4",
+        "float32 float8_e5m2 bfloat16 True 0.0078125 7", "True True bfloat16"], res.stdout
     code2 = ("import sys, tracer.numpy as jnp\n"
              "print(jnp.promote_types(jnp.bfloat16, jnp.float16), "
              "'ml_dtypes' in sys.modules)\n")

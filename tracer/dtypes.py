@@ -112,6 +112,17 @@ def _sync() -> bool:
     return _lowp_loaded
 
 
+_LOWP_NAME_SET = frozenset(LOWP_NAMES)
+
+
+def as_np_dtype(x) -> np.dtype:
+    """``np.dtype(x)``, loading the ml_dtypes types first when ``x`` names one of them
+    (NumPy knows the name ``'bfloat16'`` only once ml_dtypes is imported)."""
+    if type(x) is str and not _lowp_loaded and x in _LOWP_NAME_SET:
+        load_lowp()
+    return np.dtype(x)
+
+
 def supported_dtypes() -> tuple:
     """Every dtype tracer supports, the ml_dtypes types included (this imports ml_dtypes)."""
     load_lowp()
@@ -142,7 +153,7 @@ def canonicalize_dtype(dtype) -> np.dtype:
 
     Raises TypeError for dtypes outside the supported set (strings, objects, float128...).
     """
-    dt = np.dtype(dtype)
+    dt = as_np_dtype(dtype)
     if dt == float0:
         return dt
     if dt not in _SUPPORTED and not (_sync() and dt in _SUPPORTED):
@@ -157,7 +168,7 @@ def _as_dtype(dtype):
     if not _lowp_loaded:
         _sync()
     try:
-        return np.dtype(dtype)
+        return as_np_dtype(dtype)
     except TypeError:
         return None
 
@@ -209,7 +220,7 @@ def is_inexact(dtype) -> bool:
 
 
 def is_bool(dtype) -> bool:
-    return np.dtype(dtype) == bool_
+    return as_np_dtype(dtype) == bool_
 
 
 _ABSTRACT_OF_LOWP = (np.floating, np.inexact, np.number, np.generic, np.integer,
@@ -240,21 +251,21 @@ def finfo(dtype):
     """Machine limits of a floating dtype; ml_dtypes' for its types (as jax.numpy.finfo)."""
     if is_lowp(dtype):
         import ml_dtypes
-        return ml_dtypes.finfo(dtype)
+        return ml_dtypes.finfo(as_np_dtype(dtype))
     return np.finfo(dtype)
 
 
 def iinfo(dtype):
     if is_lowp(dtype):
         import ml_dtypes
-        return ml_dtypes.iinfo(dtype)
+        return ml_dtypes.iinfo(as_np_dtype(dtype))
     return np.iinfo(dtype)
 
 
 def dtype_key(dtype) -> str:
     """A string that tells ``dtype`` from every other: ``dtype.str``, except for the
     ml_dtypes types, most of which share theirs ('<V1'): their names."""
-    dt = np.dtype(dtype)
+    dt = as_np_dtype(dtype)
     return dt.name if dt in _LOWP else dt.str
 
 
@@ -264,7 +275,7 @@ def compute_dtype(dtype) -> np.dtype:
     (whose range float16 lacks), float16 for the other float8 and float4 formats (a
     float32 widening would round differently, e.g. float8_e3m4 sqrt), int8/uint8 for the
     2- and 4-bit integers; other dtypes are their own."""
-    dt = np.dtype(dtype)
+    dt = as_np_dtype(dtype)
     if dt in _F16_COMPUTED:
         return float16
     if dt in _LOWP_FLOAT:
@@ -278,7 +289,7 @@ def compute_dtype(dtype) -> np.dtype:
 
 def real_dtype(dtype) -> np.dtype:
     """complex64 -> float32, complex128 -> float64, others unchanged."""
-    dt = np.dtype(dtype)
+    dt = as_np_dtype(dtype)
     if dt == complex64:
         return float32
     if dt == complex128:
@@ -288,7 +299,7 @@ def real_dtype(dtype) -> np.dtype:
 
 def complex_dtype_for(dtype) -> np.dtype:
     """float32/float16/bfloat16... -> complex64, float64 -> complex128, complex unchanged."""
-    dt = np.dtype(dtype)
+    dt = as_np_dtype(dtype)
     if is_complex(dt):
         return dt
     return complex128 if dt == float64 else complex64
@@ -380,7 +391,7 @@ def _node_name(n):
 
 
 def _node_of(dtype, weak: bool):
-    dt = np.dtype(dtype)
+    dt = as_np_dtype(dtype)
     if weak:
         if dt == bool_:
             return bool_
@@ -423,7 +434,7 @@ def promote_types(a, b) -> np.dtype:
 def check_int_fits(x, dtype, fname: str) -> None:
     """OverflowError (as JAX raises) when the Python int ``x`` does not fit the integer
     ``dtype`` an array of it would get, naming the value, the dtype and a way out."""
-    dt = np.dtype(dtype)
+    dt = as_np_dtype(dtype)
     if type(x) is not int or not is_integer(dt):
         return
     info = iinfo(dt)
@@ -445,7 +456,7 @@ def scalar_to_dtype(x, dtype) -> np.ndarray:
     """Python scalar ``x`` as a 0-d NumPy array of ``dtype``, as JAX converts weak scalars:
     integers wrap modulo the width (``int8_array + 300`` adds 44) and floats round (to inf
     past the range); an int outside the int64/uint64 range is an OverflowError."""
-    dt = np.dtype(dtype)
+    dt = as_np_dtype(dtype)
     if type(x) is int and not -2**63 <= x < 2**64 and not is_inexact(dt):
         raise OverflowError(f"Python int {x} is too large to combine with an array of dtype "
                             f"{dt.name}: Python ints in array operations must fit in 64 bits "
@@ -475,7 +486,7 @@ def dtype_and_weak_type(x):
     if hasattr(x, "dtype") and not isinstance(x, type):  # np.float32 (a type) has .dtype too
         return np.dtype(x.dtype), False
     try:
-        return np.dtype(x), False
+        return as_np_dtype(x), False
     except TypeError:
         raise TypeError(f"cannot determine the dtype of {type(x).__name__} {x!r}") from None
 

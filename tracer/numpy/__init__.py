@@ -135,6 +135,7 @@ def iscomplexobj(x):
 
 def can_cast(from_, to, casting="safe"):
     """Whether ``from_`` casts to ``to`` under ``casting`` (``numpy.can_cast``)."""
+    from_, to = (_dtypes.as_np_dtype(t) if type(t) is str else t for t in (from_, to))
     return _np.can_cast(from_, to, casting)
 
 

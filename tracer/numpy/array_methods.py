@@ -148,8 +148,8 @@ def _view(self, dtype=None, type=None):
         raise NotImplementedError("view(type=...) is not supported")
     if dtype is None:
         return self
-    import numpy as _np
-    new = _np.dtype(dtype)
+    from tracer.dtypes import as_np_dtype
+    new = as_np_dtype(dtype)
     old = self.dtype
     if new.itemsize == old.itemsize:
         return lax.bitcast_convert_type(self, new)

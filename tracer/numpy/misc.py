@@ -387,7 +387,7 @@ def isdtype(dtype, kind):
     """Array API ``isdtype``: whether ``dtype`` is of ``kind`` (a dtype, one of 'bool',
     'signed integer', 'unsigned integer', 'integral', 'real floating', 'complex
     floating', 'numeric', or a tuple of these)."""
-    dt = np.dtype(dtype)
+    dt = dtypes.as_np_dtype(dtype)
     kinds = kind if isinstance(kind, tuple) else (kind,)
     for k in kinds:
         if isinstance(k, str):
