@@ -15,7 +15,7 @@ from tracer.interpreters import batching
 class DtypeGroup:
     """A named set of dtypes that a primitive accepts, by a test on the dtype, so that the
     ml_dtypes types belong once they are loaded (``tracer.dtypes``) without importing them
-    here. ``dt in group``; ``group + other`` is the union; the name goes into errors."""
+    here. ``dt in group``; the name goes into errors."""
     __slots__ = ("name", "_test", "_seen")
 
     def __init__(self, name: str, test: Callable):
@@ -32,14 +32,6 @@ class DtypeGroup:
             return False
         out = self._seen[d] = bool(self._test(d)) and d in dtypes._SUPPORTED
         return out
-
-    def __add__(self, other):
-        return DtypeGroup(f"{self.name} or {group_name(other)}",
-                          lambda d: d in self or d in other)
-
-    def __iter__(self):
-        """The members, ml_dtypes' types included (this imports ml_dtypes)."""
-        return iter([d for d in dtypes.supported_dtypes() if d in self])
 
     def __repr__(self):
         return f"DtypeGroup({self.name!r})"

@@ -131,6 +131,18 @@ def test_import_tracer_loads_no_compiler(mode):
     assert res.stdout.strip() == want, res.stdout
 
 
+def _run_python(code, cache_dir=None, timeout=300):
+    """``code`` in a fresh interpreter (with its own kernel cache when given): its stdout,
+    after checking that it exited 0."""
+    env = dict(__import__("os").environ)
+    if cache_dir is not None:
+        env["TRACER_CACHE_DIR"] = str(cache_dir)
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=timeout, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res.stdout
+
+
 def test_ml_dtypes_loads_on_first_need(tmp_path):
     # importing ml_dtypes costs ~0.7 s: a program that never names a low-precision type
     # (eager and jitted, in the compile workers too) never imports it; naming one
@@ -150,13 +162,10 @@ def test_ml_dtypes_loads_on_first_need(tmp_path):
         "print(jnp.promote_types(ml_dtypes.bfloat16, np.float32), "
         "tracer.jit(lambda v: v + 1)(a).dtype)\n"
         "print(jnp.bfloat16 is jnp.bfloat16, jnp.finfo(jnp.bfloat16).eps)\n")
-    env = {**__import__("os").environ, "TRACER_CACHE_DIR": str(tmp_path)}
-    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300, env=env)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.split("\n")[:5] == [
+    out = _run_python(code, tmp_path)
+    assert out.split("\n")[:5] == [
         "False", "int16 True", "float8_e4m3fn True", "float32 float8_e4m3fn",
-        "True 0.0078125"], res.stdout
+        "True 0.0078125"], out
     # the types named by string, in a process where nothing has loaded them yet: NumPy
     # knows 'bfloat16' only once ml_dtypes is imported
     code3 = (
@@ -171,19 +180,15 @@ def test_ml_dtypes_loads_on_first_need(tmp_path):
         "jnp.finfo('bfloat16').eps, jnp.iinfo('int4').max)\n"
         "print(jnp.issubdtype('bfloat16', jnp.floating), jnp.isdtype('int2', 'integral'), "
         "jnp.zeros(2, 'uint16').view('bfloat16').dtype)\n")
-    res = subprocess.run([sys.executable, "-c", code3], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300, env=env)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.split("\n")[:4] == [
+    out = _run_python(code3, tmp_path)
+    assert out.split("\n")[:4] == [
         "False", "bfloat16 float8_e4m3fn int4 uint4",
-        "float32 float8_e5m2 bfloat16 True 0.0078125 7", "True True bfloat16"], res.stdout
+        "float32 float8_e5m2 bfloat16 True 0.0078125 7", "True True bfloat16"], out
     code2 = ("import sys, tracer.numpy as jnp\n"
              "print(jnp.promote_types(jnp.bfloat16, jnp.float16), "
              "'ml_dtypes' in sys.modules)\n")
-    res = subprocess.run([sys.executable, "-c", code2], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.split() == ["float32", "True"], res.stdout
+    out = _run_python(code2)
+    assert out.split() == ["float32", "True"], out
 
 
 def test_the_first_jit_loads_numba_without_all_of_scipy_linalg(tmp_path):
@@ -206,11 +211,8 @@ def test_the_first_jit_loads_numba_without_all_of_scipy_linalg(tmp_path):
         "print(np.allclose(np.asarray(c), e, rtol=1e-12, atol=0))\n"
         "import scipy.linalg.cython_blas\n"
         "print(len(scipy.linalg.cython_blas.__pyx_capi__) > 0)\n")
-    env = {**__import__("os").environ, "TRACER_CACHE_DIR": str(tmp_path)}
-    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300, env=env)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.split() == ["2.0", "False", "True", "True"], res.stdout
+    out = _run_python(code, tmp_path)
+    assert out.split() == ["2.0", "False", "True", "True"], out
 
 
 class _ImportTimeLaxReads(ast.NodeVisitor):
