@@ -134,3 +134,11 @@ def test_empty_and_full_like():
         assert str(tnp.array([1.23456])) == "[1.235]"
     finally:
         tnp.set_printoptions(precision=old)
+
+
+def test_array_of_strings_names_the_supported_dtypes():
+    with pytest.raises(TypeError, match=r"array: cannot convert str with dtype <U3.*float32"
+                                        r".*bfloat16"):
+        tnp.array("abc")
+    with pytest.raises(TypeError, match="numeric array"):
+        tnp.array(np.array(["a", "b"]))

@@ -10,7 +10,7 @@ import tracer
 import tracer.numpy as tnp
 from tracer.test_util import check_grads, check_jit, check_vmap
 
-from np_util import BOOL, C128, F32, F64, I8, I32, I64, U8, assert_matches, rand
+from np_util import BOOL, C128, F32, F64, I8, I32, U8, assert_matches, rand
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -214,3 +214,17 @@ def test_reductions_under_jit(rng):
     x = rng.standard_normal((3, 4))
     check_jit(lambda x: (tnp.var(x, axis=0), tnp.nanmean(x), tnp.cumsum(x, axis=1),
                          tnp.argmax(x, axis=1)), (x,), rtol=1e-14, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "ptp", "mean", "cumsum",
+                                  "nansum", "nanmax"])
+@pytest.mark.parametrize("value", [2.0, 3])
+def test_reductions_of_weak_values_are_strongly_typed(name, value):
+    # JAX: jnp.sum(jnp.asarray(2.0)) is a strongly typed float (a weak input does not
+    # make a weak reduction), so adding it to a float32 array gives float64 here
+    w = tnp.asarray(value)
+    assert w.aval.weak_type
+    for got in (getattr(tnp, name)(w), tracer.jit(getattr(tnp, name))(w)):
+        assert not got.aval.weak_type, (name, got.aval)
+    r = getattr(tnp, name)(w) + tnp.ones(2, tnp.float32)
+    assert r.dtype == tnp.result_type(getattr(tnp, name)(w).dtype, np.float32)

@@ -10,8 +10,8 @@ import tracer
 import tracer.numpy as tnp
 from tracer.test_util import check_grads, check_jit, check_vmap
 
-from np_util import (BOOL, C64, C128, COMPLEX, F16, F32, F64, FLOATS, I8, I32, I64, INTS,
-                     SPECIAL, U8, U32, assert_matches, jax_result_dtype, rand, tol_for)
+from np_util import (BOOL, C128, COMPLEX, F32, F64, FLOATS, I8, I32, I64, INTS,
+                     SPECIAL, U8, assert_matches, jax_result_dtype, rand, tol_for)
 
 # NumPy warns on the special values (0/0, log(-1), ...) that these tests feed it on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -359,3 +359,50 @@ def test_divmod(rng):
         x, y = rand(rng, (2, 3), dt, (-5, 5)), rand(rng, (2, 3), dt, (1, 4))
         for g, w in zip(tnp.divmod(x, y), np.divmod(x, y)):
             assert_matches(g, w)
+
+
+# ---- JAX's rules where they differ from NumPy's (expected values recorded from JAX) ----
+
+def test_complex_order_comparisons_are_lexicographic():
+    x = tnp.array([1 + 1j, 1 + 2j, 2 + 0j, complex(np.nan, 0), complex(0, np.nan)])
+    y = tnp.array([1 + 2j, 1 + 2j, 1 + 5j, 1 + 1j, 0 + 1j])
+    xs, ys = np.asarray(x), np.asarray(y)
+
+    def lexicographic(name, a, b):
+        # JAX's rule: the imaginary parts decide only where the real parts are equal, so
+        # 0+nanj < 1+0j is True (NumPy says False wherever a NaN appears)
+        op = getattr(np, name)
+        return np.where(a.real == b.real, op(a.imag, b.imag), op(a.real, b.real))
+    for name in ("less", "less_equal", "greater", "greater_equal"):
+        want = lexicographic(name, xs, ys)
+        np.testing.assert_array_equal(np.asarray(getattr(tnp, name)(x, y)), want)
+        np.testing.assert_array_equal(np.asarray(tracer.jit(getattr(tnp, name))(x, y)), want)
+        got = tracer.vmap(getattr(tnp, name))(x, y)
+        np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(np.asarray(x < 1 + 1.5j),
+                                  lexicographic("less", xs, np.complex128(1 + 1.5j)))
+    np.testing.assert_array_equal(np.asarray(2 + 0j >= x),
+                                  lexicographic("greater_equal", np.complex128(2), xs))
+    # recorded from JAX: [nan+0j < 1+1j, 0+nanj < 0+1j, 1+1j < 1+1j]
+    np.testing.assert_array_equal(
+        np.asarray(tnp.array([complex(np.nan, 0), complex(0, np.nan), 1 + 1j])
+                   < tnp.array([1 + 1j, 0 + 1j, 1 + 1j])), [False, False, False])
+    # ties: equal real parts decide on the imaginary part, equal pairs are not less
+    assert not bool(tnp.less(tnp.array(1 + 2j), tnp.array(1 + 2j)))
+    assert bool(tnp.less_equal(tnp.array(1 + 2j), tnp.array(1 + 2j)))
+    # real operands keep the primitive (no real/imag split in the jaxpr)
+    jaxpr = tracer.make_jaxpr(tnp.less)(1.0, 2.0)
+    assert [e.primitive.name for e in jaxpr.jaxpr.eqns] == ["lt"]
+
+
+def test_power_and_square_of_bool_compute_as_default_int():
+    # JAX: bool ** 2 and square(bool) are int (NumPy keeps square(bool) bool)
+    for got in (tnp.array([True, False]) ** 2, tnp.square(tnp.array([True, False])),
+                tnp.power(tnp.array([True, False]), tnp.array([True, True]))):
+        assert got.dtype == tracer.dtypes.default_int_dtype() and not got.aval.weak_type
+        np.testing.assert_array_equal(np.asarray(got), [1, 0])
+    got = tnp.array(True) ** 2.0
+    assert got.dtype == np.float64 and got.aval.weak_type
+    with pytest.raises(ValueError, match="negative integer powers"):
+        tnp.power(tnp.array([True]), -1)
+    np.testing.assert_array_equal(np.asarray(tracer.jit(tnp.square)(tnp.array([True]))), [1])

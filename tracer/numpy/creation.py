@@ -72,7 +72,8 @@ def _array(object, dtype, ndmin, fname):
             arr = np.array(object, np.complex128 if complex in kinds else np.float64)
         if arr.dtype.kind in "OUSV" and not dtypes.is_lowp(arr.dtype):   # (ml_dtypes: "V")
             raise TypeError(f"array: cannot convert {type(object).__name__} with dtype "
-                            f"{arr.dtype} to a numeric array")
+                            f"{arr.dtype} to a numeric array; arrays hold one of "
+                            f"{', '.join(dtypes.SUPPORTED_NAMES)}")
         if dt is None:
             if isinstance(object, (list, tuple)) and arr.dtype.kind in "iuf" and \
                     _all_python_scalars(object):

@@ -3,7 +3,6 @@ max, min, mean, var, std, any, all, argmax, argmin, and their aliases."""
 from __future__ import annotations
 
 import builtins
-import operator
 
 import numpy as np
 
@@ -70,7 +69,9 @@ def _reduction(a, fname, lax_reducer, identity, axis, dtype, out, keepdims, init
         from tracer.numpy.ufuncs import add, multiply, maximum, minimum
         combine = {"sum": add, "prod": multiply, "max": maximum, "min": minimum}[fname]
         res = combine(res, lax.convert_element_type(as_operand(initial), dt))
-        res = lax.convert_element_type(res, dt)
+    # the result is strongly typed, as JAX's reductions give it (jnp.sum(2.0) is f32, not
+    # weak): convert_element_type drops the weak type and is free when there is none
+    res = lax.convert_element_type(res, dt)
     if keepdims:
         res = _keep(res, axes, aval.ndim)
     return res

@@ -16,7 +16,8 @@ from lax import elementwise as lax_ew
 from tracer import dtypes
 from tracer.core import Array, Tracer, get_aval
 from lax.utils import eager_binary
-from tracer.numpy.util import (as_operand, check_arraylike, promote_args,
+from tracer.numpy.util import (as_operand, check_arraylike, promote_args, promote_shapes,
+                               promote_dtypes_numeric,
                                promote_args_inexact, promote_dtypes, promote_dtypes_inexact)
 
 
@@ -81,10 +82,39 @@ maximum = _binary(lax_ew.max, name="maximum", scalar_fast=True, prim=lax_ew.max_
 minimum = _binary(lax_ew.min, name="minimum", scalar_fast=True, prim=lax_ew.min_p)
 equal = _binary(lax_ew.eq, name="equal", scalar_fast=True, prim=lax_ew.eq_p)
 not_equal = _binary(lax_ew.ne, name="not_equal", scalar_fast=True, prim=lax_ew.ne_p)
-less = _binary(lax_ew.lt, name="less", scalar_fast=True, prim=lax_ew.lt_p)
-less_equal = _binary(lax_ew.le, name="less_equal", scalar_fast=True, prim=lax_ew.le_p)
-greater = _binary(lax_ew.gt, name="greater", scalar_fast=True, prim=lax_ew.gt_p)
-greater_equal = _binary(lax_ew.ge, name="greater_equal", scalar_fast=True, prim=lax_ew.ge_p)
+
+
+def _is_complex_operand(x) -> bool:
+    return type(x) is complex or (isinstance(x, (Array, Tracer)) and x.aval.dtype.kind == "c")
+
+
+def _ordering(lax_fn, name, prim):
+    """An order comparison. Complex operands compare lexicographically on (real, imag), as
+    in JAX (lax's comparisons refuse them): the imaginary parts decide only where the real
+    parts are equal, so ``0+nanj < 1+0j`` is True, where NumPy gives False for any NaN."""
+    def lexicographic(x, y):
+        if _dt(x).kind != "c":
+            return lax_fn(x, y)
+        rx, ry = lax.real(x), lax.real(y)
+        return lax.select(lax.eq(rx, ry), lax_fn(lax.imag(x), lax.imag(y)), lax_fn(rx, ry))
+    lexicographic.__name__ = lax_fn.__name__
+    real = _binary(lax_fn, name=name, scalar_fast=True, prim=prim)
+    general = _binary(lexicographic, name=name)
+
+    def f(x1, x2, /):
+        if _is_complex_operand(x1) or _is_complex_operand(x2):
+            return general(x1, x2)
+        return real(x1, x2)
+    f.__name__ = name
+    f.__doc__ = (f"Element-wise ``numpy.{name}`` with broadcasting (lax.{lax_fn.__name__}); "
+                 "complex operands compare lexicographically on (real, imag), as in JAX.")
+    return f
+
+
+less = _ordering(lax_ew.lt, "less", lax_ew.lt_p)
+less_equal = _ordering(lax_ew.le, "less_equal", lax_ew.le_p)
+greater = _ordering(lax_ew.gt, "greater", lax_ew.gt_p)
+greater_equal = _ordering(lax_ew.ge, "greater_equal", lax_ew.ge_p)
 arctan2 = _binary(lax_ew.atan2, inexact=True, name="arctan2")
 atan2 = arctan2
 
@@ -278,13 +308,16 @@ def divmod(x1, x2, /):
 
 def power(x1, x2, /):
     """``numpy.power``. A static Python int exponent uses repeated multiplication
-    (lax.integer_pow), which keeps integer results exact and gradients defined at 0."""
+    (lax.integer_pow), which keeps integer results exact and gradients defined at 0.
+    Bools compute as the default integer (JAX's rule; NumPy keeps ``bool ** bool`` bool)."""
     if isinstance(x2, int) and not isinstance(x2, bool):
-        (a,) = promote_dtypes(x1)
+        check_arraylike("power", x1)
+        (a,) = promote_dtypes_numeric(x1)
         if x2 < 0 and dtypes.is_integer(_dt(a)):
             raise ValueError("Integers to negative integer powers are not allowed.")
         return lax.integer_pow(a, x2)
-    a, b = promote_args("power", x1, x2)
+    check_arraylike("power", x1, x2)
+    a, b = promote_shapes("power", *promote_dtypes_numeric(x1, x2))
     if dtypes.is_integer(_dt(a)):
         from tracer.core import concrete_value
         bv = concrete_value(b)
@@ -414,10 +447,9 @@ def log10(x, /):
 
 
 def square(x, /):
-    """``numpy.square`` (x * x; for bool, x itself, as NumPy's logical product)."""
-    (x,) = promote_dtypes(as_operand(x))
-    if _dt(x) == np.bool_:
-        return x
+    """``numpy.square`` (x * x). A bool computes as the default integer, as in JAX (NumPy
+    keeps bool)."""
+    (x,) = promote_dtypes_numeric(as_operand(x))
     return lax.square(x)
 
 

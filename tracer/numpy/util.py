@@ -72,6 +72,15 @@ def _convert(a, dt, weak):
     return lax.convert_element_type_p.bind(a, new_dtype=dt, weak_type=weak)
 
 
+def promote_dtypes_numeric(*args):
+    """Like ``promote_dtypes`` but bools go to the default integer (strongly typed), as
+    JAX's arithmetic that has no bool meaning does (``power``, ``square``)."""
+    dt, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+    if dt == np.bool_:
+        dt, weak = dtypes.default_int_dtype(), False
+    return [_convert(a if type(a) in _PY_SCALARS else as_operand(a), dt, weak) for a in args]
+
+
 def promote_dtypes_inexact(*args):
     """Like ``promote_dtypes`` but integers and bools go to the default float."""
     dt, weak = dtypes.result_type(*args, return_weak_type_flag=True)
