@@ -6,15 +6,13 @@ Empty reductions give the computation's identity: 0 for sum, 1 for prod, -inf / 
 integer minimum for max, +inf / the integer maximum for min (XLA's init values)."""
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from tracer import dtypes
 from tracer.core import Primitive, ShapedArray, get_aval
 from tracer.interpreters import ad, batching
 from tracer.interpreters.ad import Zero, deflinear
-from lax.utils import (_any, _bool_or_int, _num, _ordered, as_lax_value, canonicalize_axis,
+from lax.utils import (_bool_or_int, _num, _ordered, as_lax_value, canonicalize_axis,
                        check_dtype, lowp_widening, np_errstate)
 from lax import elementwise as ew
 from lax import shapes
@@ -61,7 +59,8 @@ def _wrap(p, name):
 # -------------------------------------- reduce_sum --------------------------------------
 
 def _sum_impl(x, *, axes):
-    return np.sum(x, axis=axes, dtype=x.dtype)
+    # (np.sum's own reduction, without its Python wrapper: the eager path calls this)
+    return np.add.reduce(x, axis=axes, dtype=x.dtype)
 
 
 reduce_sum_p = _make_reducer("reduce_sum", np_errstate(_sum_impl), _num)
@@ -85,7 +84,7 @@ reduce_sum.__doc__ = """Sum over ``axes``. Shape: operand's without ``axes``; dt
 # -------------------------------------- reduce_prod -------------------------------------
 
 def _prod_impl(x, *, axes):
-    return np.prod(x, axis=axes, dtype=x.dtype)
+    return np.multiply.reduce(x, axis=axes, dtype=x.dtype)
 
 
 reduce_prod_p = _make_reducer("reduce_prod", np_errstate(_prod_impl), _num)
@@ -165,9 +164,14 @@ def _fast_float_minmax(x, axes, is_max):
     extreme has one bit pattern, NaN becomes the canonical NaN, and where an extreme is
     a zero (whose sign NumPy leaves to the order it meets them in) the integer-key
     reduction decides."""
-    fn = np.max if is_max else np.min
+    fn = np.maximum.reduce if is_max else np.minimum.reduce
     m = np.asarray(fn(x, axis=axes, initial=-np.inf if is_max else np.inf))
-    if np.any(m == 0):
+    if m.ndim == 0:     # (a full reduction: Python-level tests, cheaper on one element)
+        v = m[()]
+        if v == 0:
+            return _float_minmax(x, axes, is_max)
+        return np.asarray(np.nan, x.dtype) if v != v else m
+    if (m == 0).any():
         return _float_minmax(x, axes, is_max)
     return np.where(np.isnan(m), np.asarray(np.nan, x.dtype), m)
 
@@ -358,7 +362,7 @@ def reduce(operands, init_values, computation, dimensions):
     shape = get_aval(flat_ops[0]).shape
     if all(shape[d] == 1 for d in dims):
         # one element per result: nothing is combined (XLA returns it unchanged)
-        out_avals = _reduce_abstract_eval(*map(get_aval, flat_ops), *map(get_aval, flat_inits),
+        out_avals = _generic_reduce_abstract_eval(*map(get_aval, flat_ops), *map(get_aval, flat_inits),
                                           computation=closed, dimensions=dims)
         outs = []
         for x, a in zip(flat_ops, out_avals):
@@ -447,7 +451,7 @@ def _monoid_reducer(closed, inits):
     return None
 
 
-def _reduce_abstract_eval(*avals, computation, dimensions):
+def _generic_reduce_abstract_eval(*avals, computation, dimensions):
     n = len(avals) // 2
     ops, inits = avals[:n], avals[n:]
     shape = ops[0].shape
@@ -630,7 +634,7 @@ def _reduce_batch(axis_data, vals, dims, *, computation, dimensions):
 
 reduce_p = Primitive("reduce")
 reduce_p.multiple_results = True
-reduce_p.def_abstract_eval(_reduce_abstract_eval)
+reduce_p.def_abstract_eval(_generic_reduce_abstract_eval)
 reduce_p.def_impl(np_errstate(_reduce_impl))
 ad.primitive_jvps[reduce_p] = _reduce_jvp
 batching.primitive_batchers[reduce_p] = _reduce_batch

@@ -168,6 +168,27 @@ def eager_binary(p: Primitive, fname: str, x, y):
     return core.impl_result(p, o, out_aval)
 
 
+def eager_unary(p: Primitive, x, params: dict):
+    """``p.bind(x, **params)`` for a concrete Array ``x`` with no transformation active,
+    through the memoised plan of ``core.eval_primitive`` (the eager hot path of reductions:
+    ``x.sum()``), or None where that does not apply (the caller takes the general path,
+    with the same result). ``params`` must be hashable and exactly what ``bind`` gets."""
+    if core._dynamic_trace.level or type(x) is not Array:
+        return None
+    ax = x._aval or x.aval
+    key = (p, ax, *params.items())
+    (out_aval,), fn, quiet = (core._eval_plans.get(key)
+                              or core.eval_plan(key, p, [ax], params))
+    if not quiet or type(out_aval) is not ShapedArray:
+        return core.eval_primitive(p, (x,), params)[0]
+    token = _extobj_contextvar.set(_ignoring_state())
+    try:
+        o = fn(x._value, **params)
+    finally:
+        _extobj_contextvar.reset(token)
+    return core.impl_result(p, o, out_aval)
+
+
 def promote_weak_scalars(fname: str, *args):
     """lax-style binary ops take arrays of one dtype; Python scalars (weak) adopt the
     dtype of the array operands (``lax.mul(x_f32, 2.0)`` is float32)."""

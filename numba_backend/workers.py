@@ -79,6 +79,14 @@ class _Worker:
             with self.pool._lock:
                 entry = self.pending.pop(msg.get("id"), None)
             if entry is not None:
+                if msg.get("ok"):
+                    from tracer import config
+                    if config.log_compiles:
+                        job = entry[0]
+                        what = job.get("path") or ("a library call's kernels"
+                                                   if "library" in job else "a job")
+                        logger.warning("tracer: a compile worker finished %s in %.2f s",
+                                       what, msg.get("seconds", float("nan")))
                 entry[1].set_result(msg)
             self.pool._dispatch()
         code = self.proc.wait()

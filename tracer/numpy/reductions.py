@@ -3,13 +3,24 @@ max, min, mean, var, std, any, all, argmax, argmin, and their aliases."""
 from __future__ import annotations
 
 import builtins
+import math
 
 import numpy as np
 
 import lax
-from tracer import dtypes
-from tracer.core import get_aval
+from lax import reductions as lax_reductions
+from lax import elementwise as lax_ew
+from lax.utils import eager_binary, eager_unary
+from tracer import core, dtypes
+from tracer.core import Array, get_aval
 from tracer.numpy.util import as_operand, canonicalize_axis_tuple
+
+
+_EAGER_PRIMITIVES = {"sum": lax_reductions.reduce_sum_p, "prod": lax_reductions.reduce_prod_p,
+                     "max": lax_reductions.reduce_max_p, "min": lax_reductions.reduce_min_p}
+
+
+_MEAN_FAST_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _dt(x):
@@ -31,8 +42,31 @@ def _check_out(out, fname):
                                   "immutable); use the return value")
 
 
+def _eager_reduction(a, fname, axis, keepdims):
+    """The eager hot path of ``sum``/``prod``/``max``/``min`` over a concrete, strongly
+    typed float Array with no dtype, initial or where (``x.sum()``): the primitive's impl
+    through ``lax.utils.eager_unary``, the same impl and result as the general path, with
+    none of its promotion work. None where it does not apply."""
+    if type(a) is not Array or core._dynamic_trace.level:
+        return None
+    aval = a._aval or a.aval
+    if aval.dtype.kind != "f" or aval.weak_type:
+        return None
+    axes = tuple(sorted(canonicalize_axis_tuple(axis, aval.ndim, fname)))
+    if not axes:
+        return None
+    res = eager_unary(_EAGER_PRIMITIVES[fname], a, {"axes": axes})
+    if res is not None and keepdims:
+        res = _keep(res, axes, aval.ndim)
+    return res
+
+
 def _reduction(a, fname, lax_reducer, identity, axis, dtype, out, keepdims, initial, where,
                upcast_small_ints=False, promote_bool=None):
+    if dtype is None and out is None and initial is None and where is None:
+        res = _eager_reduction(a, fname, axis, keepdims)
+        if res is not None:
+            return res
     _check_out(out, fname)
     a = as_operand(a, fname)
     aval = get_aval(a)
@@ -102,6 +136,8 @@ def _min_identity(dt):
 
 
 def _check_nonempty(a, axis, fname, initial):
+    if initial is None and type(a) is Array and a._value.size:
+        return      # (the eager hot path: nothing to check)
     aval = get_aval(as_operand(a))
     axes = canonicalize_axis_tuple(axis, aval.ndim, fname)
     if initial is None and builtins.any(aval.shape[i] == 0 for i in axes):
@@ -192,6 +228,16 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     enable_x64, NumPy's choice; JAX 0.10 gives float32 for inputs up to 32 bits). With an
     integer ``dtype`` the sum is taken in that dtype and divided toward zero. NaN for
     empty input. TypeError for ``dtype=bool``."""
+    if dtype is None and out is None and where is None and type(a) is Array and \
+            (a._aval or a.aval).dtype in _MEAN_FAST_DTYPES:
+        # the eager hot path: the general path's sum and division, without its promotions
+        s = _eager_reduction(a, "sum", axis, keepdims)
+        if s is not None:
+            shape = a._value.shape
+            n = math.prod(shape[i] for i in canonicalize_axis_tuple(axis, len(shape), "mean"))
+            out = eager_binary(lax_ew.div_p, "div", s, float(n))
+            if out is not None:
+                return out
     _check_out(out, "mean")
     a = as_operand(a, "mean")
     aval = get_aval(a)

@@ -88,18 +88,25 @@ def _is_complex_operand(x) -> bool:
     return type(x) is complex or (isinstance(x, (Array, Tracer)) and x.aval.dtype.kind == "c")
 
 
-def _ordering(lax_fn, name, prim):
-    """An order comparison. Complex operands compare lexicographically on (real, imag), as
-    in JAX (lax's comparisons refuse them): the imaginary parts decide only where the real
-    parts are equal, so ``0+nanj < 1+0j`` is True, where NumPy gives False for any NaN."""
+def _lexicographic(lax_fn):
+    """``lax_fn`` (an order comparison) on promoted operands, complex ones compared
+    lexicographically on (real, imag), as in JAX (lax's comparisons refuse them): the
+    imaginary parts decide only where the real parts are equal, so ``0+nanj < 1+0j`` is
+    True, where NumPy gives False for any NaN."""
     def lexicographic(x, y):
         if _dt(x).kind != "c":
             return lax_fn(x, y)
         rx, ry = lax.real(x), lax.real(y)
         return lax.select(lax.eq(rx, ry), lax_fn(lax.imag(x), lax.imag(y)), lax_fn(rx, ry))
     lexicographic.__name__ = lax_fn.__name__
+    return lexicographic
+
+
+def _ordering(lax_fn, name, prim):
+    """An order comparison: real operands take the fast paths of ``_binary``, complex
+    ones ``_lexicographic``."""
     real = _binary(lax_fn, name=name, scalar_fast=True, prim=prim)
-    general = _binary(lexicographic, name=name)
+    general = _binary(_lexicographic(lax_fn), name=name)
 
     def f(x1, x2, /):
         if _is_complex_operand(x1) or _is_complex_operand(x2):
