@@ -156,30 +156,58 @@ def _job_waiting(stream) -> bool:
         return True
 
 
+def _warm_numba():
+    import numba_backend._numba  # noqa: F401  (Numba the cheap way)
+    import numba
+    numba.njit(cache=False, nogil=True)(lambda x: x + 1)(1)
+
+
+def _warm_pairwise_sums():
+    import numba
+    import numpy as np
+    from numba_backend import pairwise as pw
+
+    def sums(b32, b64):
+        return pw.pairwise_cached(b32, 0, b32.shape[0]) + \
+            pw.pairwise_cached(b64, 0, b64.shape[0])
+    numba.njit(cache=False, nogil=True, error_model="numpy")(sums)(
+        np.zeros(8, np.float32), np.zeros(8))
+
+
+def _warm_kernel_idioms():
+    # what generated kernels call besides arithmetic, each an overload that Numba compiles
+    # once per process and argument types (0.6 s of softmax_rows' reduction kernel when
+    # it is a worker's first): scratch arrays, bit views of the float formats, fma, rint,
+    # max of sizes
+    import numba
+    import numpy as np
+    from numba_backend.vecmath import fma
+
+    def idioms(n, x32, x64):
+        a = np.empty(n, np.int64)
+        b = np.empty(n, np.float32)
+        c = np.empty(n, np.float64)
+        a[0] = max(n, 0)
+        b[0] = np.int32(n).view(np.float32) + fma(x32, x32, x32) + np.rint(x32)
+        c[0] = np.int64(n).view(np.float64) + fma(x64, x64, x64) + np.rint(x64)
+        return a[0] + b[0] + c[0] + np.uint32(n).view(np.float32) + \
+            np.uint64(n).view(np.float64)
+    numba.njit(cache=False, nogil=True, error_model="numpy")(idioms)(
+        4, np.float32(1), np.float64(1))
+
+
+# in order: Numba's import (the cheap way) with its typing and target contexts; the
+# compiled pairwise-sum helpers every float reduction kernel calls (typed once per
+# process and argument types: 0.4 s of the first such kernel); the kernels' other idioms
+WARM_UP_STEPS = (_warm_numba, _warm_pairwise_sums, _warm_kernel_idioms)
+
+
 def warm_up(stream=None) -> None:
-    """Pay this process's first-compile costs before the first job comes, step by step,
-    stopping as soon as a job is waiting: Numba's import (the cheap way), its typing and
-    target contexts, and the compiled pairwise-sum helpers every float reduction kernel
-    calls (typed once per process and argument types: 0.4 s of the first such kernel).
-    A worker started ahead of the program's first compile (``workers.Pool.prestart``)
-    does this while the program is still importing and tracing."""
-    def numba_itself():
-        import numba_backend._numba  # noqa: F401  (Numba the cheap way)
-        import numba
-        numba.njit(cache=False, nogil=True)(lambda x: x + 1)(1)
-
-    def pairwise_sums():
-        import numba
-        import numpy as np
-        from numba_backend import pairwise as pw
-
-        def sums(b32, b64):
-            return pw.pairwise_cached(b32, 0, b32.shape[0]) + \
-                pw.pairwise_cached(b64, 0, b64.shape[0])
-        numba.njit(cache=False, nogil=True, error_model="numpy")(sums)(
-            np.zeros(8, np.float32), np.zeros(8))
-
-    for step in (numba_itself, pairwise_sums):
+    """Pay this process's first-compile costs before the first job comes, step by step
+    (``WARM_UP_STEPS``), stopping as soon as a job is waiting. A worker started ahead of
+    the program's first compile (``workers.Pool.prestart``) does this while the program
+    is still importing and tracing."""
+    for step in WARM_UP_STEPS:
         if stream is not None and _job_waiting(stream):
             return
         try:

@@ -348,3 +348,13 @@ def test_a_kernel_calling_fma_loads_from_the_disk_cache_in_a_fresh_process(tmp_p
     assert np.isnan(got[4])
     keep = [0, 1, 2, 3, 5]
     assert (np.abs(got[keep].view(np.int32) - want[keep].view(np.int32)) <= 1).all()
+
+
+@pytest.mark.parametrize("step", ["_warm_numba", "_warm_pairwise_sums", "_warm_kernel_idioms"])
+def test_warm_up_steps_compile(step):
+    # warm_up swallows a failing step (it is an optimisation): each step must work, or
+    # every worker silently loses what it was meant to save
+    from numba_backend import compile_worker
+    fn = getattr(compile_worker, step)
+    assert fn in compile_worker.WARM_UP_STEPS
+    fn()
