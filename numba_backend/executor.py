@@ -126,6 +126,7 @@ class Executable:
         self.state = "ready" if not self.handles else "pending"
         self._jobs = None    # [(kernel handle, Future of its compile worker's reply)]
         self._primes = []    # Futures of the library calls' priming jobs (numba-backed)
+        self._prime_of = {}  # id(library step) -> the Future of its priming job
         self._lock = threading.Lock()
         self._plan_compiled = None
 
@@ -193,18 +194,26 @@ class Executable:
             if self._jobs is None:
                 self._jobs = [(h, pool.submit(h.job(False), h.serial))
                               for h in self.handles if not h.ready]
-                self._primes = [pool.submit(job, lambda: None) for job in self._library_jobs()]
+                self._primes = []
+                by_job = {}
+                for sid, key, job in self._library_jobs():
+                    fut = by_job.get(key)
+                    if fut is None:
+                        fut = by_job[key] = pool.submit(job, lambda: None)
+                        self._primes.append(fut)
+                    self._prime_of[sid] = fut
                 # the loops' drivers compile meanwhile too, not only once this switches
                 from numba_backend.control_flow import runner_for
                 for spec in self._loops():
                     runner_for(spec).prefetch()
 
     def _library_jobs(self) -> list:
-        """Worker jobs that run this program's Numba-backed library calls once (on zeros),
-        so that their kernels are in the disk cache when the program switches tiers: they
-        would otherwise compile in this process on the first compiled call. Operands
-        larger than ``_PRIME_MAX_BYTES`` in all are left to compile here."""
-        jobs, seen = [], set()
+        """(id(step), key, worker job) triples: jobs that run this program's Numba-backed
+        library calls once (on zeros), so that their kernels are in the disk cache when
+        the program uses them (they would otherwise compile in this process on the first
+        compiled call); steps of equal keys (``library.prime_key``) share one job.
+        Operands larger than ``_PRIME_MAX_BYTES`` in all are left to compile here."""
+        jobs = []
         for s in self.program.steps:
             if not isinstance(s, LibraryCall) or s.kind in _UNPRIMED_KINDS:
                 continue
@@ -212,15 +221,27 @@ class Executable:
                          for a in s.in_avals)
             if nbytes > _PRIME_MAX_BYTES:
                 continue
+            avals = [(a.shape, np.dtype(a.dtype)) for a in s.in_avals]
             try:
-                job = library_job(s.kind, dict(s.params),
-                                  [(a.shape, np.dtype(a.dtype)) for a in s.in_avals])
+                job = library_job(s.kind, dict(s.params), avals)
             except Exception:   # params that do not pickle: compiled here on first use
                 continue
-            if job["library"] not in seen:
-                seen.add(job["library"])
-                jobs.append(job)
+            try:
+                key = library.prime_key(s.kind, dict(s.params), avals)
+            except Exception:
+                key = None
+            jobs.append((id(s), job["library"] if key is None else key, job))
         return jobs
+
+    def _primes_allow_switch(self) -> bool:
+        """Whether every pending priming job is of a library call with a NumPy fallback
+        (the compiled tier runs those calls through it until their kernels are cached)."""
+        pending = {id(f) for f in self._primes if not f.done()}
+        if not pending:
+            return True
+        kinds = {id(s): s.kind for s in self.program.steps if isinstance(s, LibraryCall)}
+        return all(library.numpy_fallback(kinds[sid]) is not None
+                   for sid, f in self._prime_of.items() if id(f) in pending)
 
     def _loops(self) -> list:
         """The ControlFlowSpecs of this program's scan and while steps."""
@@ -264,7 +285,8 @@ class Executable:
             if self._jobs is None and all(h.ready or h.on_disk() for h in self.handles):
                 self.ensure_compiled()           # loads from the disk cache: milliseconds
             elif self._jobs is not None and all(f.done() for _, f in self._jobs) and \
-                    all(f.done() for f in self._primes):
+                    self._primes_allow_switch():
+                # a library call still being primed runs its NumPy fallback meanwhile
                 self._switch()
             else:
                 self._compile_in_background()
@@ -325,8 +347,14 @@ class Executable:
                              tuple(dict(step.params)["shape"]), frees))
             elif isinstance(step, LibraryCall):
                 fn, params = self.library_calls[id(step)]
-                plan.append(("l", step, fn, params, tuple(slot[x] for x in step.ins),
-                             frees))
+                fut = self._prime_of.get(id(step))
+                fb = library.numpy_fallback(step.kind)
+                if fut is not None and fb is not None and not fut.done():
+                    plan.append(("p", step, fn, params, tuple(slot[x] for x in step.ins),
+                                 frees, fut, fb))
+                else:
+                    plan.append(("l", step, fn, params, tuple(slot[x] for x in step.ins),
+                                 frees))
             else:
                 plan.append(("h", step, frees))
         return plan
@@ -373,6 +401,17 @@ class Executable:
             elif kind == "l":
                 _, step, fn, params, ins, frees = entry
                 self._store(step.outs, fn(*[env[s] for s in ins], **params), env)
+            elif kind == "p":
+                # its kernels are still compiling in a worker: the NumPy fallback, until
+                # they are in the disk cache
+                _, step, fn, params, ins, frees, fut, fb = entry
+                if fut.done():
+                    self._plan_compiled = None    # replanned without the fallbacks
+                else:
+                    fn = fb
+                with np.errstate(all="ignore"):
+                    outs = fn(*[env[s] for s in ins], **params)
+                self._store(step.outs, outs, env)
             else:
                 _, step, frees = entry
                 self._run_host(step, env)

@@ -39,6 +39,9 @@ from lax.sort import _sort_key_arrays
 from lowering.convolution import MAX_SPATIAL, compute_dtype
 
 library_impls: dict = {}      # kind -> fn(*arrays, **params) -> list of arrays
+# kind -> fn(*arrays, **params) -> list of arrays that compiles nothing (NumPy only): what
+# a compiled program runs while the kind's Numba kernels are still being primed elsewhere
+numpy_fallbacks: dict = {}
 
 
 def register(*kinds):
@@ -58,6 +61,12 @@ def impl(kind: str):
         raise KeyError(f"numba_backend.library: no implementation of library calls of kind "
                        f"{kind!r}; known kinds: {sorted(library_impls)}")
     return fn
+
+
+def numpy_fallback(kind: str):
+    """A NumPy-only implementation of library calls of ``kind`` (same arguments and
+    results as ``impl(kind)``), or None."""
+    return numpy_fallbacks.get(kind)
 
 
 def generated_source(step):
@@ -206,6 +215,40 @@ def _strategy(ct, I, Og, K, M_out, M_in):
     return "gather" if gather < im2col else "im2col"
 
 
+def conv_strategy(lhs_shape, lhs_dtype, rhs_shape, *, dimension_numbers, feature_group_count,
+                  batch_group_count, preferred_element_type, out_shape, **_):
+    """(compute dtype, strategy) of a convolution: the strategy of ``_strategy``, or None
+    for an empty problem (no kernel runs). The two name the kernels it runs (one
+    specialisation per strategy and dtype)."""
+    dn = dimension_numbers
+    out_dt = np.dtype(lhs_dtype) if preferred_element_type is None else \
+        np.dtype(preferred_element_type)
+    ct = compute_dtype(np.dtype(lhs_dtype), out_dt)
+    N, C = lhs_shape[dn.lhs_spec[0]], lhs_shape[dn.lhs_spec[1]]
+    O, I = rhs_shape[dn.rhs_spec[0]], rhs_shape[dn.rhs_spec[1]]
+    in_sp = [lhs_shape[d] for d in dn.lhs_spec[2:]]
+    k_sp = [rhs_shape[d] for d in dn.rhs_spec[2:]]
+    out_sp = [out_shape[d] for d in dn.out_spec[2:]]
+    B = batch_group_count
+    groups = B if B > 1 else feature_group_count
+    Og = O // groups
+    K = int(np.prod(k_sp, dtype=np.int64))
+    M = (N // B) * int(np.prod(out_sp, dtype=np.int64))
+    if M == 0 or O == 0 or K == 0 or C == 0:
+        return ct, None
+    return ct, _strategy(ct, I, Og, K, M, N * int(np.prod(in_sp, dtype=np.int64)))
+
+
+def prime_key(kind, params, in_avals):
+    """What determines the Numba kernels a library call of ``kind`` compiles (calls with
+    equal keys need one priming between them), or None (each call its own)."""
+    if kind == "conv_general_dilated":
+        (ls, ldt), (rs, _) = in_avals[:2]
+        ct, strategy = conv_strategy(tuple(ls), ldt, tuple(rs), **params)
+        return kind, str(ct), strategy
+    return None
+
+
 @register("conv_general_dilated")
 def conv_call(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
               dimension_numbers, feature_group_count, batch_group_count, precision,
@@ -216,7 +259,11 @@ def conv_call(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
 
     dn = dimension_numbers
     out_dt = lhs.dtype if preferred_element_type is None else np.dtype(preferred_element_type)
-    ct = compute_dtype(lhs.dtype, out_dt)
+    ct, strategy = conv_strategy(lhs.shape, lhs.dtype, rhs.shape,
+                                 dimension_numbers=dn, feature_group_count=feature_group_count,
+                                 batch_group_count=batch_group_count,
+                                 preferred_element_type=preferred_element_type,
+                                 out_shape=out_shape)
     nsp = lhs.ndim - 2
     x = lhs if lhs.dtype == ct else lhs.astype(ct)
     x = np.ascontiguousarray(x)
@@ -238,9 +285,8 @@ def conv_call(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
     perm[dn.out_spec[1]] = nsp + 1
     for d in range(nsp):
         perm[dn.out_spec[2 + d]] = 1 + d
-    if M == 0 or O == 0 or K == 0 or C == 0:
+    if strategy is None:
         return [np.zeros(out_shape, out_dt)]
-    strategy = _strategy(ct, I, Og, K, M, N * int(np.prod(in_sp, dtype=np.int64)))
     if strategy == "im2col" and I > 1 and x.strides[dn.lhs_spec[1]] != x.itemsize or \
             strategy == "gather":
         # channel-last copy (a no-op for channel-last inputs): patch rows copy runs of I
@@ -295,6 +341,16 @@ def conv_call(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
     res = out.reshape((Nb,) + tuple(out_sp) + (O,))
     res = np.transpose(res, perm)
     return [res.astype(out_dt, copy=False)]
+
+
+def conv_numpy(lhs, rhs, *, out_shape, **params):
+    """``conv_general_dilated`` through the primitive's NumPy impl (per-tap BLAS
+    products, ``lax.convolution``): no kernel to compile, 2-5x slower than ``conv_call``."""
+    from lax.convolution import _conv_impl
+    return [_conv_impl(lhs, rhs, **params)]
+
+
+numpy_fallbacks["conv_general_dilated"] = conv_numpy
 
 
 # ------------------------------------------ sort ------------------------------------------

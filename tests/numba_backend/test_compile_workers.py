@@ -285,6 +285,53 @@ def test_library_kernels_compile_in_a_worker_before_the_switch(tmp_path):
     assert hits >= 1 and misses == 0, out.stdout
 
 
+PENDING_PRIME_SCRIPT = textwrap.dedent("""
+    from concurrent.futures import Future
+    import numpy as np
+    import lax, tracer, tracer.numpy as tnp
+    def f(x, w):
+        y = lax.conv_general_dilated(x, w, (1, 1), "SAME")
+        z = lax.conv_general_dilated(y, w[:, :4], (1, 1), "SAME")   # the same kernels
+        return tnp.tanh(z) * 0.5 + 1.0
+    rng = np.random.default_rng(0)
+    x, w = rng.normal(size=(2, 4, 9, 9)), rng.normal(size=(4, 4, 3, 3))
+    jf = tracer.jit(f)
+    first = np.asarray(jf(x, w))                 # NumPy tier; compiles start
+    ex = tracer._jit_backend.get_executable(jf.trace(x, w).jaxpr, "f")
+    print(len(ex._primes), len(ex._prime_of))
+    for _, fut in ex._jobs:
+        fut.result()
+    for p in ex._primes:
+        p.result()
+    pending = Future()                           # as if the conv's priming went on
+    ex._primes = [pending]
+    ex._prime_of = {k: pending for k in ex._prime_of}
+    second = np.asarray(jf(x, w))
+    assert ex.state == "ready", ex.state         # switched: the conv runs in NumPy
+    print(sorted({e[0] for e in ex._plan_compiled}))
+    pending.set_result({"ok": True})
+    third = np.asarray(jf(x, w))                 # the conv's kernels, from the cache
+    fourth = np.asarray(jf(x, w))
+    print(sorted({e[0] for e in ex._plan_compiled}))
+    for r in (second, third, fourth):
+        np.testing.assert_allclose(r, first, rtol=1e-10, atol=1e-10)
+""")
+
+
+def test_the_program_switches_while_a_conv_is_primed(tmp_path):
+    """Convolutions of one strategy and dtype share one priming job; while it is pending
+    the program switches to its compiled kernels all the same and runs the convolution
+    through its NumPy fallback, then through its Numba kernels once they are cached."""
+    env = dict(os.environ, TRACER_CACHE_DIR=str(tmp_path / "t"), TRACER_JIT_COMPILE="async",
+               NUMBA_CACHE_DIR=str(tmp_path / "n"), PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", PENDING_PRIME_SCRIPT], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[0] == "1 2", lines
+    assert "p" in lines[1] and "p" not in lines[2], lines
+
+
 LOADED_THEN_UFUNC = textwrap.dedent("""
     import numpy as np
     import tracer, tracer.numpy as tnp, lax
