@@ -907,7 +907,14 @@ def _driver_text(f, *args):
 def test_compiled_loops_are_generated(rng):
     x = rng.standard_normal(3)
     text = _driver_text(lambda x: _sc(x, np.ones((4, 3)))[0], x)
+    # (a body of a few elements: its kernels are pasted into the loop)
+    assert "def driver(" in text and "for it" in text and "kernel inlined" in text
+    assert "K_" not in text
+    # a larger body calls its kernels
+    big = rng.standard_normal(100)
+    text = _driver_text(lambda x: _sc(x, np.ones((4, 100)))[0], big)
     assert "def driver(" in text and "for it" in text and "K_" in text
+    assert "kernel inlined" not in text
     text = _driver_text(_wl, x)
     assert "while True:" in text and "break" in text
     text = _driver_text(lambda x: _sw(1, x), x)
