@@ -7,7 +7,12 @@ function ``driver(IP, FP, *operands, *consts, *buffers)``: the sub-programs' ste
 emitted as statements inside a real ``for`` (scan), ``while`` (while) or ``if``/``elif``
 (cond), in the order the Program lists them:
 
-- a kernel step calls the kernel (a Numba dispatcher of the kernel module that
+- a small kernel step (element-wise, at most ``INLINE_MAX_ELEMENTS`` elements: the call
+  would cost more than its work) is pasted in: the kernel's serial function as
+  statements of the loop, its locals renamed, its arrays the driver's buffers, its
+  integers (extents, offsets) constants of the source and its floats read from ``FP``
+  once, before the loop; LLVM then unrolls its few elements and sees the whole body;
+- any other kernel step calls the kernel (a Numba dispatcher of the kernel module that
   ``numba_backend.cache`` wrote, compiled for the kernel's own signature and closed to
   other compiles, so the driver links the code the executor uses instead of compiling a
   second variant for writable arrays), passing its runtime integers and floats as slices
@@ -32,7 +37,8 @@ Carries are variables rebound each iteration (every step writes fresh buffers, s
 is overwritten while it is read), ys are written into preallocated stacked arrays, and
 every shape-dependent integer (loop counts, buffer extents, kernel params) is read from
 ``IP`` at run time: the source depends on ranks and dtypes only, so new shapes reuse the
-compiled driver. The module is written to the kernel cache directory and compiled with
+compiled driver -- except for the pasted kernels, whose extents are in the source (a new
+shape of such a small body compiles a new driver, keyed by its content as any other). The module is written to the kernel cache directory and compiled with
 ``numba.njit(cache=True)``, like kernels.
 
 A body with a step that has no compiled form (a host step other than a callback, another
