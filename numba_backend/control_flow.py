@@ -654,9 +654,10 @@ def _inline_plan(step, src):
         size *= int(n)
     if size > INLINE_MAX_ELEMENTS:
         return None
-    plan = _plans.get(src.key)
+    # (by the full text: the comments naming the equations are pasted too)
+    plan = _plans.get(src.text)
     if plan is None:
-        plan = _plans[src.key] = _make_plan(src, k.ndim) or False
+        plan = _plans[src.text] = _make_plan(src, k.ndim) or False
     return plan or None
 
 
