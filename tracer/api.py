@@ -62,6 +62,8 @@ def _as_array(x):
     return Array(np.array(to_numpy(x), copy=True))
 
 
+_jit_backend = None     # tracer._jit_backend, once jit has run a program
+
 # argument types that are pytree leaves with an aval of their own (jit's fast path)
 _PLAIN_LEAVES = frozenset({np.ndarray, Array})
 
@@ -1302,7 +1304,9 @@ class JitWrapped:
             # no transformation active (an enclosing vmap may bind axis names even with
             # no mapped operand): run the compiled program directly (the same as
             # jit_p's impl, without the per-call work of eager primitive evaluation)
-            from tracer import _jit_backend
+            global _jit_backend
+            if _jit_backend is None:    # (an import statement per call costs more)
+                from tracer import _jit_backend
             outs = _jit_backend.run_arrays(traced.jaxpr, [to_numpy(x) for x in leaves],
                                            self.__name__)
         else:
