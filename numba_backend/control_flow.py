@@ -7,7 +7,12 @@ function ``driver(IP, FP, *operands, *consts, *buffers)``: the sub-programs' ste
 emitted as statements inside a real ``for`` (scan), ``while`` (while) or ``if``/``elif``
 (cond), in the order the Program lists them:
 
-- a kernel step calls the kernel (a Numba dispatcher of the kernel module that
+- a small kernel step (element-wise, at most ``INLINE_MAX_ELEMENTS`` elements: the call
+  would cost more than its work) is pasted in: the kernel's serial function as
+  statements of the loop, its locals renamed, its arrays the driver's buffers, its
+  integers (extents, offsets) constants of the source and its floats read from ``FP``
+  once, before the loop; LLVM then unrolls its few elements and sees the whole body;
+- any other kernel step calls the kernel (a Numba dispatcher of the kernel module that
   ``numba_backend.cache`` wrote, compiled for the kernel's own signature and closed to
   other compiles, so the driver links the code the executor uses instead of compiling a
   second variant for writable arrays), passing its runtime integers and floats as slices
@@ -32,7 +37,8 @@ Carries are variables rebound each iteration (every step writes fresh buffers, s
 is overwritten while it is read), ys are written into preallocated stacked arrays, and
 every shape-dependent integer (loop counts, buffer extents, kernel params) is read from
 ``IP`` at run time: the source depends on ranks and dtypes only, so new shapes reuse the
-compiled driver. The module is written to the kernel cache directory and compiled with
+compiled driver -- except for the pasted kernels, whose extents are in the source (a new
+shape of such a small body compiles a new driver, keyed by its content as any other). The module is written to the kernel cache directory and compiled with
 ``numba.njit(cache=True)``, like kernels.
 
 A body with a step that has no compiled form (a host step other than a callback, another
@@ -46,12 +52,15 @@ the call's first run and kept while the spec lives (the Program holding it).
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import logging
 import os
+import re
 import threading
 import time
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -59,7 +68,7 @@ from lowering.ir import HostStep, KernelStep, LibraryCall
 from numba_backend import cache, codegen, host_callbacks
 from numba_backend.compile_worker import (PACKAGE, array_spec, dispatcher, load_module,
                                           numba_types)
-from numba_backend.storage import from_storage, storage_dtype, to_storage
+from numba_backend.storage import from_storage, needs_view, storage_dtype, to_storage
 from tracer import dtypes
 from tracer.config import config
 from tracer.core import ShapedArray
@@ -136,6 +145,7 @@ class _Gen:
         # host callbacks it calls back (numba_backend.host_callbacks entries; their
         # tokens are in ``ints``): the runner keeps them alive
         self.callbacks: list = []
+        self.imports: set = set()       # import lines of the kernels pasted in
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -227,7 +237,9 @@ class _Gen:
         return outs, written
 
     def kernel_step(self, step, prog, env, preset):
-        name = self.kernel_global(step.kernel)
+        src = codegen.generate(step.kernel, self.flags)
+        inline = _inline_plan(step, src)
+        name = None if inline is not None else self.kernel_global(step.kernel, src)
         for t in step.text.splitlines()[:4]:
             self.line(f"# {t}")
         outs = []
@@ -246,8 +258,11 @@ class _Gen:
             # one flat loop over C-contiguous arrays: raveled views (as the executor does)
             args = [self.flat_view(v, prog.buffers[x])
                     for v, x in zip(args, list(step.ins) + list(step.outs))]
-        call = f"{name}({', '.join(args + [ip, fp])})"
         k = step.kernel
+        if inline is not None:
+            self.inline_kernel(inline, args, ip, fp, step.iparams)
+            return
+        call = f"{name}({', '.join(args + [ip, fp])})"
         if k.reductions or k.ndim == 0:
             self.line(call)
         else:
@@ -256,13 +271,42 @@ class _Gen:
             with self.em.block(f"if {' and '.join(f'{ip}[{d}] != 0' for d in range(k.ndim))}:"):
                 self.line(call)
 
+    def inline_kernel(self, plan, args, ip, fp, iparams):
+        """The kernel's serial function pasted into the loop (``_inline_plan``): its
+        locals renamed with a fresh prefix, its parameters bound to the driver's
+        buffers, its reads of ``ip``/``fp`` (loop-invariant) moved to the prologue as
+        scalar locals. The loop then runs straight-line code, without a call per
+        kernel and iteration, and LLVM sees the whole body at once."""
+        prefix = self.fresh("q") + "_"
+        names = dict(zip(plan.params, args + [ip, fp]))
+        names.update((n, prefix + n) for n in plan.locals)
+
+        def rename(line):
+            code, sep, comment = line.partition("#")
+            return _NAME.sub(lambda m: names.get(m.group(0), m.group(0)), code) + sep + comment
+
+        for line in plan.header:
+            # the kernel's integers (extents, offsets) are constants here: LLVM unrolls
+            # the loops of a few elements and folds their index arithmetic
+            line = _IP_READ.sub(lambda m: str(int(iparams[int(m.group(1))])), line)
+            self.prologue.append(rename(line))
+        self.imports.update(plan.imports)
+        self.line(f"# (its kernel inlined: locals {prefix}*)")
+        if any(int(n) == 0 for n in iparams[:plan.ndim]):
+            # (as for a called kernel: an empty iteration space runs nothing)
+            self.line("pass  # (empty)")
+            return
+        for line in plan.body:
+            self.line(rename(line))
+
     def flat_view(self, var, aval) -> str:
         if aval.ndim <= 1:
             return var
         return self.reshape(var, (aval.size,))
 
-    def kernel_global(self, kernel) -> str:
-        src = codegen.generate(kernel, self.flags)
+    def kernel_global(self, kernel, src=None) -> str:
+        if src is None:
+            src = codegen.generate(kernel, self.flags)
         # One kernel module serves every dtype its code does not spell out: the global
         # this driver calls is its compile for this call's signature (_driver_kernel_spec).
         spec = _driver_kernel_spec(kernel)
@@ -570,6 +614,99 @@ def _dot_helper(lhs_a, rhs_a, out_a, dimension_numbers):
     return name, em.text()
 
 
+# ------------------------------------ inlined kernels -------------------------------------
+
+# A kernel step of a loop body is pasted into the driver (instead of called) when it is
+# element-wise (no reductions), runs over at most this many elements and its serial
+# function has at most this many lines: the call, with its array arguments, costs more
+# than such a kernel's work, and a pasted kernel compiles with the driver.
+INLINE_MAX_ELEMENTS = 64
+INLINE_MAX_LINES = 120
+
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+_HOISTED = re.compile(r"^    \w+ = (ip\[\d+\]|np\.\w+\(fp\[\d+\]\))\s*(#.*)?$")
+_IP_READ = re.compile(r"\bip\[(\d+)\]")
+_plans: dict = {}
+
+
+class _Paste(NamedTuple):
+    """A kernel's serial function as ``_Gen.inline_kernel`` pastes it: its parameters,
+    the lines reading ``ip``/``fp`` (to the prologue), the rest (the loop nest), its
+    rank, the names it assigns and its module's imports."""
+    params: tuple
+    header: tuple
+    body: tuple
+    ndim: int
+    locals: frozenset
+    imports: tuple
+
+
+def _inline_plan(step, src):
+    """The ``_Paste`` of a kernel step to paste into a driver, or None when the step is called instead: a kernel with reductions, one
+    calling a user's function, one above ``INLINE_MAX_ELEMENTS`` elements or
+    ``INLINE_MAX_LINES`` lines, or one whose source is not the plain shape this pastes
+    (straight assignments and loops, one final ``return 0``)."""
+    k = step.kernel
+    if k.reductions or src.in_process:
+        return None
+    size = 1
+    for n in step.iparams[:k.ndim]:
+        size *= int(n)
+    if size > INLINE_MAX_ELEMENTS:
+        return None
+    # (by the full text: the comments naming the equations are pasted too)
+    plan = _plans.get(src.text)
+    if plan is None:
+        plan = _plans[src.text] = _make_plan(src, k.ndim) or False
+    return plan or None
+
+
+def _make_plan(src, ndim):
+    text = src.text
+    head, sep, rest = text.partition("\ndef kernel(")
+    if not sep:
+        return None
+    fn_text = "def kernel(" + rest.split("\n\n\ndef ", 1)[0]
+    try:
+        tree = ast.parse(fn_text)
+    except SyntaxError:
+        return None
+    (fn,) = tree.body
+    params = [a.arg for a in fn.args.args]
+    if tuple(params) != tuple(src.arg_names):
+        return None
+    local = set()
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.Return,)) and node is not fn.body[-1]:
+            return None
+        if isinstance(node, (ast.FunctionDef, ast.Lambda, ast.Global, ast.Nonlocal,
+                             ast.With, ast.Try, ast.Yield, ast.Break, ast.Continue)) \
+                and node is not fn:
+            return None
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            local.add(node.id)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return None
+    if local & set(params):
+        return None
+    last = fn.body[-1]
+    if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Constant)):
+        return None
+    lines = fn_text.rstrip("\n").splitlines()[1:]
+    if len(lines) > INLINE_MAX_LINES or lines[-1].strip() != "return 0":
+        return None
+    lines = lines[:-1]
+    header = []
+    while lines and _HOISTED.match(lines[0]):
+        header.append(lines.pop(0)[4:])
+    if [h.split(" = ", 1)[0] for h in header[:ndim]] != [f"n{d}" for d in range(ndim)]:
+        return None
+    body = [line[4:] if line.startswith("    ") else line.lstrip() for line in lines]
+    imports = tuple(line for line in head.splitlines()
+                    if line.startswith(("import ", "from ")))
+    return _Paste(tuple(params), tuple(header), tuple(body), ndim, frozenset(local), imports)
+
+
 def _flags() -> str:
     import numba
     return "boundscheck" if numba.config.BOUNDSCHECK else ""
@@ -662,6 +799,9 @@ def build_source(spec):
         em.line("from numba_backend.blas import matmul_into, matvec_into, vecmat_into")
     if g.uses_views:
         em.line("from numba_backend.views import reshape_c")
+    for line in sorted(g.imports - {"import math", "import numpy as np",
+                                    "from numba import prange"}):
+        em.line(line)
     if g.user:
         em.line(f"import numba_backend.user_functions as {_UF}")
     if g.callbacks:
@@ -719,6 +859,8 @@ class CompiledRunner:
         self.host = host
         # the host callbacks' entries (their tokens are in ``ip``): alive while this is
         self.callbacks = callbacks
+        # no operand or result travels as its bits (numba_backend.storage)
+        self.plain = not any(needs_view(a.dtype) for a in self.in_avals + self.out_avals)
 
     def _sig_spec(self) -> list:
         return ([array_spec(self.ip.dtype, 1, True), array_spec(self.fp.dtype, 1, True)]
@@ -797,8 +939,22 @@ class CompiledRunner:
             d.job = pool.submit(self._job(), self._compile)
 
     def __call__(self, arrays):
-        mode = config.jit_compile
         d = self.driver
+        if d.compiled and not self.callbacks and not config.debug_kernels and \
+                config.jit_compile != "none":
+            # the steady state: the compiled driver on fresh buffers
+            if self.plain:
+                args = [np.array(a, copy=True, order="C") for a in arrays]
+                bufs = [np.empty(shape, dt) for dt, shape in self.buffers]
+                outs = d.fn(self.ip, self.fp, *args, *self.consts, *bufs,
+                            *[bufs[b].reshape(shape) for b, shape in self.views])
+                return list(outs)
+            args = [_writable(_to_storage(a)) for a in arrays]
+            bufs = [np.empty(shape, dt) for dt, shape in self.buffers]
+            views = [bufs[b].reshape(shape) for b, shape in self.views]
+            outs = d.fn(self.ip, self.fp, *args, *self.consts, *bufs, *views)
+            return [_from_storage(o, a) for o, a in zip(outs, self.out_avals)]
+        mode = config.jit_compile
         if config.debug_kernels or mode == "none" or d.failed is not None:
             return self.host(arrays)
         if not d.compiled:

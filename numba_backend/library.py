@@ -730,8 +730,13 @@ CONTROL_FLOW_KINDS = ("scan", "while", "cond")
 @register(*CONTROL_FLOW_KINDS)
 def control_flow_call(*arrays, spec):
     """scan/while/cond (``spec``: a ``lowering.ir.ControlFlowSpec``) through its runner."""
-    from numba_backend.control_flow import runner_for
-    return runner_for(spec)(arrays)
+    global _runner_for
+    if _runner_for is None:     # (imported on first use: an import statement per call
+        from numba_backend.control_flow import runner_for as _runner_for   # costs more)
+    return _runner_for(spec)(arrays)
+
+
+_runner_for = None
 
 
 # --------------------------------------- user kernels -------------------------------------

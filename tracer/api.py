@@ -62,6 +62,12 @@ def _as_array(x):
     return Array(np.array(to_numpy(x), copy=True))
 
 
+_jit_backend = None     # tracer._jit_backend, once jit has run a program
+
+# argument types that are pytree leaves with an aval of their own (jit's fast path)
+_PLAIN_LEAVES = frozenset({np.ndarray, Array})
+
+
 def _flatten_args(fname, args, kwargs=None):
     tree = (tuple(args), kwargs or {})
     # Paths are only needed for the error message: flatten without them first (this is
@@ -1207,6 +1213,7 @@ class JitWrapped:
                 raise ValueError(f"jit({fname}): the arguments {both} are both static and "
                                  "donated; static arguments cannot be donated")
         self._cache: dict = {}
+        self._flat_trees: dict = {}     # nargs -> the tree of that many plain array args
         self.trace_count = 0
         # updated=(): merging fun's __dict__ would copy a wrapped JitWrapped's own ``fun``
         # and ``_cache`` over ours (jit(vmap(jit(f))) would then run the inner function).
@@ -1218,8 +1225,19 @@ class JitWrapped:
         return functools.partial(self, obj)
 
     def _key_and_args(self, args, kwargs):
-        fname = self.__name__
         nargs = len(args)
+        if not kwargs and not self.static_argnums:
+            # the common call (arrays, positionally, nothing static): its tree depends on
+            # the number of arguments only, and each leaf's aval is read directly
+            tree = self._flat_trees.get(nargs)
+            if tree is not None and all(type(a) in _PLAIN_LEAVES for a in args):
+                leaves = list(args)
+                avals = tuple(a.aval if type(a) is Array else
+                              ShapedArray(a.shape, dtypes.canonicalize_dtype(a.dtype), False)
+                              for a in leaves)
+                key = (tree, avals, (), (), nargs, config.enable_x64)
+                return key, leaves, tree, (), (), (), nargs
+        fname = self.__name__
         snums = _normalize_argnums(tuple(i for i in self.static_argnums if -nargs <= i < nargs),
                                    nargs) if nargs else ()
         static_pos = tuple((i, _HashableStatic(args[i], fname, f"{i}")) for i in snums)
@@ -1228,6 +1246,9 @@ class JitWrapped:
                                  for k, v in kwargs.items() if k in self.static_argnames))
         dyn_kw = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         leaves, in_tree = _flatten_args(f"jit({fname})", dyn_args, dyn_kw)
+        if not kwargs and not snums and len(leaves) == nargs and \
+                all(type(a) in _PLAIN_LEAVES for a in args):
+            self._flat_trees[nargs] = in_tree
         avals = tuple(get_aval(x) for x in leaves)
         key = (in_tree, avals, static_pos, static_kw, nargs, config.enable_x64)
         return key, leaves, in_tree, snums, static_pos, static_kw, nargs
@@ -1283,7 +1304,9 @@ class JitWrapped:
             # no transformation active (an enclosing vmap may bind axis names even with
             # no mapped operand): run the compiled program directly (the same as
             # jit_p's impl, without the per-call work of eager primitive evaluation)
-            from tracer import _jit_backend
+            global _jit_backend
+            if _jit_backend is None:    # (an import statement per call costs more)
+                from tracer import _jit_backend
             outs = _jit_backend.run_arrays(traced.jaxpr, [to_numpy(x) for x in leaves],
                                            self.__name__)
         else:

@@ -80,4 +80,14 @@ class Config:
         return self._values[name.removeprefix("jax_")]
 
 
+def _flag(name):
+    # a property per flag: a read finds it in the class (``__getattr__`` runs only after
+    # the ordinary lookup failed, which costs a raised AttributeError on every read)
+    return property(lambda self: self._values[name], doc=f"the flag {name!r}")
+
+
+for _name in Config._defaults:
+    setattr(Config, _name, _flag(_name))
+del _name
+
 config = Config()

@@ -153,15 +153,25 @@ def canonicalize_dtype(dtype) -> np.dtype:
 
     Raises TypeError for dtypes outside the supported set (strings, objects, float128...).
     """
+    x64 = config.enable_x64
+    hit = _canonical.get((dtype, x64)) if isinstance(dtype, np.dtype) else None
+    if hit is not None:
+        return hit
     dt = as_np_dtype(dtype)
     if dt == float0:
         return dt
     if dt not in _SUPPORTED and not (_sync() and dt in _SUPPORTED):
         raise TypeError(f"dtype {dt} is not supported by tracer; supported dtypes are "
                         f"{', '.join(SUPPORTED_NAMES)}")
-    if not config.enable_x64:
-        return _64_TO_32.get(dt, dt)
-    return dt
+    res = dt if x64 else _64_TO_32.get(dt, dt)
+    if isinstance(dtype, np.dtype):
+        _canonical[(dtype, x64)] = res
+    return res
+
+
+# (np.dtype, enable_x64) -> canonicalize_dtype's answer, for the supported dtypes (on every
+# jitted call's path)
+_canonical: dict = {}
 
 
 def _as_dtype(dtype):

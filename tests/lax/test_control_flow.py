@@ -907,7 +907,14 @@ def _driver_text(f, *args):
 def test_compiled_loops_are_generated(rng):
     x = rng.standard_normal(3)
     text = _driver_text(lambda x: _sc(x, np.ones((4, 3)))[0], x)
+    # (a body of a few elements: its kernels are pasted into the loop)
+    assert "def driver(" in text and "for it" in text and "kernel inlined" in text
+    assert "K_" not in text
+    # a larger body calls its kernels
+    big = rng.standard_normal(100)
+    text = _driver_text(lambda x: _sc(x, np.ones((4, 100)))[0], big)
     assert "def driver(" in text and "for it" in text and "K_" in text
+    assert "kernel inlined" not in text
     text = _driver_text(_wl, x)
     assert "while True:" in text and "break" in text
     text = _driver_text(lambda x: _sw(1, x), x)
@@ -1011,10 +1018,11 @@ def test_a_driver_links_its_kernels_as_compiled_for_the_executor(rng, monkeypatc
     from numba_backend.control_flow import runner_for
     # as on a first run (a driver already on disk loads without typing its kernels)
     monkeypatch.setattr(cache, "on_disk", lambda path, func: False)
-    w = rng.standard_normal((4, 4))
+    # (80 elements: above control_flow.INLINE_MAX_ELEMENTS, the kernels are called)
+    w = rng.standard_normal((80, 80)) / 9
     f = tracer.jit(lambda w, x: lax.scan(lambda h, _: (tnp.tanh(w @ h) * 0.5 + h, h),
                                          x, None, length=5))
-    x = rng.standard_normal(4)
+    x = rng.standard_normal(80)
     got = f(w, x)
     h, hs = x, []
     for _ in range(5):
@@ -1054,12 +1062,16 @@ def test_compiled_loop_dtypes(dtype):
 def test_compiled_loop_reuses_driver_across_shapes(rng):
     from numba_backend import control_flow as ncf
     g = tracer.jit(lambda c, xs: lax.scan(lambda c, x: (tnp.sin(c) * x, c), c, xs))
-    g(np.ones(3), np.ones((5, 3)))
+    # (bodies above control_flow.INLINE_MAX_ELEMENTS: the kernels are called, their
+    # extents read at run time; a body of a few elements is pasted into the driver with
+    # its extents as constants, so each such shape has its own driver)
+    g(np.ones(100), np.ones((5, 100)))
     n = len(ncf._drivers)
-    out = g(np.ones(4), np.ones((7, 4)))
+    out = g(np.ones(120), np.ones((7, 120)))
     assert len(ncf._drivers) == n          # same source: the compiled driver is reused
     np.testing.assert_allclose(out[0], lax.scan(lambda c, x: (tnp.sin(c) * x, c),
-                                                np.ones(4), np.ones((7, 4)))[0], rtol=1e-14)
+                                                np.ones(120), np.ones((7, 120)))[0],
+                               rtol=1e-14)
 
 
 def test_loop_without_compiled_form_runs_in_python(rng):
