@@ -32,7 +32,7 @@ from fractions import Fraction
 import numpy as np
 from llvmlite import ir as llvm_ir
 from numba.core import types as nb_types
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic, overload, register_jitable
 
 from numba_backend.inliner import inline_source, kernel_import
 
@@ -296,7 +296,7 @@ def _cos_poly(r):
 
 
 @inline_source
-def sin_f32(x):
+def _sin_f32_exact(x):
     xd = np.float64(x)
     ax = abs(xd)
     small = ax < 2.44140625e-04                                 # 2**-12: sin x rounds to x
@@ -313,7 +313,7 @@ def sin_f32(x):
 
 
 @inline_source
-def cos_f32(x):
+def _cos_f32_exact(x):
     xd = np.float64(x)
     ax = abs(xd)
     small = ax < 2.44140625e-04                                 # cos x rounds to 1
@@ -326,6 +326,161 @@ def cos_f32(x):
     y = np.float32(v)
     y = np.float32(1.0) if small else y
     return y if finite else np.float32(np.nan)
+
+
+@kernel_import
+@register_jitable
+def sin_f32_rare(x):
+    """sin_f32 for the arguments outside its fast range (|x| >= _TRIG_FAST, inf, NaN):
+    the exact reduction. Called (not pasted) from a branch the fast loop rarely takes."""
+    return _sin_f32_exact(x)
+
+
+@kernel_import
+@register_jitable
+def cos_f32_rare(x):
+    """cos_f32 outside its fast range, as ``sin_f32_rare``."""
+    return _cos_f32_exact(x)
+
+
+# float32 sin/cos: pi/2 = _PIO2_A + _PIO2_B + _PIO2_C + 1.1e-23 (float32 parts)
+_TWO_OVER_PI_F = 0.6366197466850281
+_PIO2_A = 1.5707963705062866
+_PIO2_B = -4.371138828673793e-08
+_PIO2_C = -1.7151245100058819e-15
+_TRIG_FAST = 131072.0                   # 2**17
+_IF9, _IF10 = 2.7557318844628753e-06, 2.755731998149713e-07
+
+
+@inline_source
+def _reduce_pio2_f32(xf):
+    """(n, r_hi, r_lo): xf = n pi/2 + r_hi + r_lo, |r_hi| <= pi/4 (about), n integral, for
+    a float32 |xf| < _TRIG_FAST; r_hi + r_lo is r to about 2**-46 relative."""
+    n = np.rint(xf * np.float32(_TWO_OVER_PI_F))
+    # x - n A is exact (a multiple of ulp(x) or 2**-23, below 1 in magnitude)
+    r1 = fma(-n, np.float32(_PIO2_A), xf)
+    p = n * np.float32(_PIO2_B)
+    pe = fma(n, np.float32(_PIO2_B), -p)                       # n B = p + pe exactly
+    s = r1 - p                                                  # TwoSum(r1, -p)
+    bb = s - r1
+    err = (r1 - (s - bb)) - (p + bb)
+    lo = err - fma(n, np.float32(_PIO2_C), pe)
+    hi = s + lo                                                 # renormalized
+    lo = lo - (hi - s)
+    return n, hi, lo
+
+
+@inline_source
+def _sincos_f32_poly(rh, rl):
+    """(sin r, cos r) for r = rh + rl, |r| <= pi/4 (about), float32 with FMA."""
+    th = rh * rh
+    tl = fma(rh, rh, -th)                                       # rh**2 = th + tl exactly
+    # sin(rh + rl) = rh + rh th P(th) + rl (1 - th/2), P Taylor to r**9
+    ps = fma(np.float32(_IF9), th, np.float32(-_IF7))
+    ps = fma(ps, th, np.float32(_IF5))
+    ps = fma(ps, th, np.float32(-_IF3))
+    st = fma(rh * th, ps, rl * fma(np.float32(-0.5), th, np.float32(1.0)))
+    sv = rh + st
+    # cos(rh + rl) = w + (e - tl/2 - rh rl + th**2 Q(th)), w = 1 - th/2 rounded, e its
+    # rounding error (exact); Q Taylor to r**10
+    hh = np.float32(0.5) * th
+    w = np.float32(1.0) - hh
+    e = (np.float32(1.0) - w) - hh
+    pc = fma(np.float32(-_IF10), th, np.float32(_IF8))
+    pc = fma(pc, th, np.float32(-_IF6))
+    pc = fma(pc, th, np.float32(_IF4))
+    ct = fma(th * th, pc, e - fma(rh, rl, np.float32(0.5) * tl))
+    cv = w + ct
+    return sv, cv
+
+
+# 2/pi = _TOP_C0 + ... + _TOP_C6 + O(2**-196): 28-bit parts (products with a float32 exact)
+_TOP_C0 = 0.6366197690367699
+_TOP_C1 = 3.3308114738561656e-09
+_TOP_C2 = 2.276010047810136e-18
+_TOP_C3 = 2.5268260189002822e-26
+_TOP_C4 = 1.6682867657019525e-34
+_TOP_C5 = 1.158871328288855e-43
+_TOP_C6 = 7.053959174404295e-52
+
+
+@inline_source
+def _mod4_acc(xd, c, hi, lo):
+    """(f, hi', lo'): f = x c mod 4 (exact: x c is exact, a 24 by 28 bit product), added
+    to the double-double hi + lo by TwoSum (hi' + lo' = hi + lo + f up to lo's rounding)."""
+    pr = xd * c
+    f = pr - 4.0 * np.floor(pr * 0.25)
+    sh = hi + f
+    bv = sh - hi
+    er = (hi - (sh - bv)) + (f - bv)
+    return f, sh, lo + er
+
+
+@inline_source
+def _reduce_pio2_huge(xf):
+    """(n, r_hi, r_lo) as ``_reduce_pio2_f32``, for any finite float32 |xf| >= 2**-6,
+    without tables (straight-line float64, so it vectorizes): x 2/pi mod 4 as the sum
+    of the x c_k mod 4 (each exact; those of the high parts are multiples of 4 or
+    small, those of the low parts below 2**-68 once they are past x's bits)."""
+    xd = np.float64(xf)
+    hi = 0.0
+    lo = 0.0
+    f, hi, lo = _mod4_acc(xd, _TOP_C0, hi, lo)
+    f, hi, lo = _mod4_acc(xd, _TOP_C1, hi, lo)
+    f, hi, lo = _mod4_acc(xd, _TOP_C2, hi, lo)
+    f, hi, lo = _mod4_acc(xd, _TOP_C3, hi, lo)
+    f, hi, lo = _mod4_acc(xd, _TOP_C4, hi, lo)
+    f, hi, lo = _mod4_acc(xd, _TOP_C5, hi, lo)
+    f, hi, lo = _mod4_acc(xd, _TOP_C6, hi, lo)
+    n = np.rint(hi)
+    a = hi - n                                                  # exact, |a| <= 1/2
+    t = a + lo
+    r = t * _PIO2_HI + t * _PIO2_LO
+    rh = np.float32(r)
+    rl = np.float32(r - np.float64(rh))
+    nq = n - 4.0 * np.floor(n * 0.25)
+    return np.float32(nq), rh, rl
+
+
+@inline_source
+def sin_f32(x):
+    xf = np.float32(x)
+    ax = abs(xf)
+    fast = ax < np.float32(_TRIG_FAST)                          # False for inf and NaN
+    finite = ax < np.float32(np.inf)
+    xc = xf if fast else np.float32(0.0)
+    n, rh, rl = _reduce_pio2_f32(xc)
+    xh = np.float32(_TRIG_FAST) if (fast or not finite) else xf
+    nh, rhh, rlh = _reduce_pio2_huge(xh)
+    n = n if fast else nh
+    rh = rh if fast else rhh
+    rl = rl if fast else rlh
+    sv, cv = _sincos_f32_poly(rh, rl)
+    q = np.int32(n)
+    v = cv if (q & np.int32(1)) != np.int32(0) else sv
+    v = -v if (q & np.int32(2)) != np.int32(0) else v
+    v = xf if ax < np.float32(2.44140625e-04) else v            # 2**-12: sin x rounds to x
+    return v if finite else np.float32(np.nan)
+
+
+@inline_source
+def cos_f32(x):
+    xf = np.float32(x)
+    ax = abs(xf)
+    fast = ax < np.float32(_TRIG_FAST)
+    finite = ax < np.float32(np.inf)
+    xc = xf if fast else np.float32(0.0)
+    n, rh, rl = _reduce_pio2_f32(xc)
+    xh = np.float32(_TRIG_FAST) if (fast or not finite) else xf
+    nh, rhh, rlh = _reduce_pio2_huge(xh)
+    n = n if fast else nh
+    rh = rh if fast else rhh
+    rl = rl if fast else rlh
+    sv, cv = _sincos_f32_poly(rh, rl)
+    q = np.int32(n)
+    v = sv if (q & np.int32(1)) != np.int32(0) else cv
+    v = -v if ((q + np.int32(1)) & np.int32(2)) != np.int32(0) else v
+    return v if finite else np.float32(np.nan)
 
 
 # ------------------------------- max/min reductions as integers ----------------------------
