@@ -32,7 +32,7 @@ from fractions import Fraction
 import numpy as np
 from llvmlite import ir as llvm_ir
 from numba.core import types as nb_types
-from numba.extending import intrinsic, overload, register_jitable
+from numba.extending import intrinsic, overload
 
 from numba_backend.inliner import inline_source, kernel_import
 
@@ -218,130 +218,8 @@ def log_f32(x):
 
 # ------------------------------------- sin and cos -----------------------------------------
 
-def _two_over_pi_table():
-    """F_E = (2**E * 2/pi) mod 4 for E in [-35, 104], as three float64 parts whose
-    products with a 24-bit integer are exact (28 + 28 bits, then the rest)."""
-    prec = 480
-    # pi * 2**prec by Machin's formula in integers
-    def arctan_inv(k):
-        total, term, n, sign = 0, (1 << (prec + 20)) // k, 1, 1
-        while term:
-            total += sign * (term // n)
-            term //= k * k
-            n += 2
-            sign = -sign
-        return total
-    pi_big = 16 * arctan_inv(5) - 4 * arctan_inv(239)          # pi * 2**(prec+20)
-    two_over_pi = (1 << (2 * (prec + 20) + 1)) // pi_big        # 2/pi * 2**(prec+20)
-    scale = prec + 20
-    rows = []
-    for E in range(-35, 105):
-        if E >= 0:
-            v = (two_over_pi << E) % (4 << scale)
-        else:
-            v = two_over_pi >> (-E)
-        f1 = (v >> (scale - 26)) << (scale - 26)                  # multiples of 2**-26
-        r1 = v - f1
-        f2 = (r1 >> (scale - 54)) << (scale - 54)                 # multiples of 2**-54
-        r2 = r1 - f2
-        rows.append([f1 / 2.0 ** scale, f2 / 2.0 ** scale, r2 / 2.0 ** scale])
-    return np.array(rows, dtype=np.float64)
-
-
-_F_TABLE = _two_over_pi_table()
 _PIO2_HI = 1.5707963267948966
 _PIO2_LO = 6.123233995736766e-17
-
-
-@inline_source
-def _reduce_pio2(ax):
-    """(quadrant, r_hi, r_lo): ax = (4j + quadrant) pi/2 + r, |r| <= pi/4, for a float64
-    holding a float32 value 2**-12 <= ax < 2**128."""
-    bits = np.float64(ax).view(np.int64)
-    e = (bits >> 52) - 1023                                     # ax in [2**e, 2**(e+1))
-    m = ax * np.int64((1023 + 23 - e) << 52).view(np.float64)  # 24-bit integer
-    idx = e - 23 + 35
-    idx = idx if idx > 0 else 0
-    idx = idx if idx < 139 else 139
-    f1 = _F_TABLE[idx, 0]
-    f2 = _F_TABLE[idx, 1]
-    f3 = _F_TABLE[idx, 2]
-    s = m * f1                                                  # exact
-    s = s - 4.0 * np.floor(s * 0.25)                            # mod 4, exact
-    t = m * f2                                                  # exact
-    u = m * f3
-    k = np.rint(s + t)
-    a = s - k                                                   # exact
-    hi = a + t                                                  # TwoSum(a, t)
-    bb = hi - a
-    lo = (a - (hi - bb)) + (t - bb) + u
-    q = np.int64(k - 4.0 * np.floor(k * 0.25))
-    r_hi = hi * _PIO2_HI
-    r_lo = hi * _PIO2_LO + lo * _PIO2_HI
-    return q, r_hi + r_lo
-
-
-@inline_source
-def _sin_poly(r):
-    r2 = r * r
-    return r + r * r2 * (-1.0 / 6 + r2 * (1.0 / 120 + r2 * (-1.0 / 5040 + r2 * (
-        1.0 / 362880 + r2 * (-1.0 / 39916800 + r2 * (1.0 / 6227020800.0))))))
-
-
-@inline_source
-def _cos_poly(r):
-    r2 = r * r
-    return 1.0 + r2 * (-0.5 + r2 * (1.0 / 24 + r2 * (-1.0 / 720 + r2 * (1.0 / 40320 + r2 * (
-        -1.0 / 3628800 + r2 * (1.0 / 479001600 + r2 * (-1.0 / 87178291200.0)))))))
-
-
-@inline_source
-def _sin_f32_exact(x):
-    xd = np.float64(x)
-    ax = abs(xd)
-    small = ax < 2.44140625e-04                                 # 2**-12: sin x rounds to x
-    finite = ax < np.inf
-    axc = ax if (finite and not small) else 1.0
-    q, r = _reduce_pio2(axc)
-    sp = _sin_poly(r)
-    cp = _cos_poly(r)
-    v = sp if q == 0 else (cp if q == 1 else (-sp if q == 2 else -cp))
-    v = -v if xd < 0 else v
-    y = np.float32(v)
-    y = np.float32(x) if small else y
-    return y if finite else np.float32(np.nan)
-
-
-@inline_source
-def _cos_f32_exact(x):
-    xd = np.float64(x)
-    ax = abs(xd)
-    small = ax < 2.44140625e-04                                 # cos x rounds to 1
-    finite = ax < np.inf
-    axc = ax if (finite and not small) else 1.0
-    q, r = _reduce_pio2(axc)
-    sp = _sin_poly(r)
-    cp = _cos_poly(r)
-    v = cp if q == 0 else (-sp if q == 1 else (-cp if q == 2 else sp))
-    y = np.float32(v)
-    y = np.float32(1.0) if small else y
-    return y if finite else np.float32(np.nan)
-
-
-@kernel_import
-@register_jitable
-def sin_f32_rare(x):
-    """sin_f32 for the arguments outside its fast range (|x| >= _TRIG_FAST, inf, NaN):
-    the exact reduction. Called (not pasted) from a branch the fast loop rarely takes."""
-    return _sin_f32_exact(x)
-
-
-@kernel_import
-@register_jitable
-def cos_f32_rare(x):
-    """cos_f32 outside its fast range, as ``sin_f32_rare``."""
-    return _cos_f32_exact(x)
-
 
 # float32 sin/cos: pi/2 = _PIO2_A + _PIO2_B + _PIO2_C + 1.1e-23 (float32 parts)
 _TWO_OVER_PI_F = 0.6366197466850281
@@ -481,6 +359,50 @@ def cos_f32(x):
     v = sv if (q & np.int32(1)) != np.int32(0) else cv
     v = -v if ((q + np.int32(1)) & np.int32(2)) != np.int32(0) else v
     return v if finite else np.float32(np.nan)
+
+@inline_source
+def _sin_f32_fast(x):
+    """sin_f32 for |x| < _TRIG_FAST, inf and NaN (anything for other arguments)."""
+    xf = np.float32(x)
+    ax = abs(xf)
+    fast = ax < np.float32(_TRIG_FAST)
+    xc = xf if fast else np.float32(0.0)
+    n, rh, rl = _reduce_pio2_f32(xc)
+    sv, cv = _sincos_f32_poly(rh, rl)
+    q = np.int32(n)
+    v = cv if (q & np.int32(1)) != np.int32(0) else sv
+    v = -v if (q & np.int32(2)) != np.int32(0) else v
+    v = xf if ax < np.float32(2.44140625e-04) else v
+    return v if fast else np.float32(np.nan)
+
+
+@inline_source
+def _cos_f32_fast(x):
+    """cos_f32 for |x| < _TRIG_FAST, inf and NaN (anything for other arguments)."""
+    xf = np.float32(x)
+    ax = abs(xf)
+    fast = ax < np.float32(_TRIG_FAST)
+    xc = xf if fast else np.float32(0.0)
+    n, rh, rl = _reduce_pio2_f32(xc)
+    sv, cv = _sincos_f32_poly(rh, rl)
+    q = np.int32(n)
+    v = sv if (q & np.int32(1)) != np.int32(0) else cv
+    v = -v if ((q + np.int32(1)) & np.int32(2)) != np.int32(0) else v
+    return v if fast else np.float32(np.nan)
+
+
+@inline_source
+def _trig_f32_rare(x):
+    """1 for the finite float32 arguments the fast sin/cos do not cover, else 0."""
+    ax = abs(np.float32(x))
+    rare = (ax >= np.float32(_TRIG_FAST)) & (ax < np.float32(np.inf))
+    return np.int64(1) if rare else np.int64(0)
+
+
+# codegen runs loop nests with the fast versions first, and again with the full ones
+# when _trig_f32_rare counted any argument
+sin_f32._tracer_fast_path = (_sin_f32_fast, _trig_f32_rare)
+cos_f32._tracer_fast_path = (_cos_f32_fast, _trig_f32_rare)
 
 
 # ------------------------------- max/min reductions as integers ----------------------------
