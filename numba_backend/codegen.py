@@ -620,7 +620,7 @@ class _KernelGen:
         # run it in a first pass that counts the other arguments; when there are any, a
         # second pass recomputes everything with the full versions. Only for loop nests
         # without reductions (their outputs are fresh arrays: running twice is harmless)
-        # and serial (a count in a prange loop is a reduction).
+        # and serial (Numba refuses the count as a prange reduction when it is updated twice).
         fast_ok = not k.reductions and not self.run and not parallel
         blocks, expr, used = build(fast_ok)
         if used:
