@@ -305,11 +305,11 @@ def _mod4_acc(xd, c, hi, lo):
 
 @inline_source
 def _reduce_pio2_huge(xf):
-    """(n, r_hi, r_lo) as ``_reduce_pio2_f32``, for any finite float32 |xf| >= 2**-6,
+    """(n, r_hi, r_lo) as ``_reduce_pio2_f32``, for any finite float32 |xf| >= 2**17,
     without tables (straight-line float64, so it vectorizes): x 2/pi mod 4 as the sum
     of the x c_k mod 4 (each exact; those of the high parts are multiples of 4 or
     small, those of the low parts below 2**-68 once they are past x's bits)."""
-    xd = np.float64(xf)
+    xd = abs(np.float64(xf))      # |x|: 4 + (a tiny negative x c) would lose x c's bits
     hi = 0.0
     lo = 0.0
     f, hi, lo = _mod4_acc(xd, _TOP_C0, hi, lo)
@@ -323,6 +323,8 @@ def _reduce_pio2_huge(xf):
     a = hi - n                                                  # exact, |a| <= 1/2
     t = a + lo
     r = t * _PIO2_HI + t * _PIO2_LO
+    r = -r if xf < np.float32(0.0) else r        # -x = -n pi/2 - r
+    n = -n if xf < np.float32(0.0) else n
     rh = np.float32(r)
     rl = np.float32(r - np.float64(rh))
     nq = n - 4.0 * np.floor(n * 0.25)

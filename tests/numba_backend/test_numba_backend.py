@@ -139,7 +139,11 @@ def _trig_edges():
     edge = np.float32([0.0, -0.0, 1e-45, -1e-45, 1.1754942e-38, -1.1754942e-38, 2.0 ** -126,
                        2.0 ** -12, -2.0 ** -12, 0.7853982, 2.0 ** 17, -2.0 ** 17, 1e30,
                        3.4028235e38, -3.4028235e38, 16367173.0 * 2.0 ** 72, np.inf, -np.inf,
-                       np.nan, -np.nan])
+                       np.nan, -np.nan,
+                       # worst cases of the all-inputs run, and two that a reduction of
+                       # negative arguments rounding their tiny parts got wrong
+                       3.9012694, 7.080254, 5.798808e16, 1.5994128e15, -4.399877e10,
+                       -2.1999385e10])
     x = np.concatenate([near, -near, edge])
     with np.errstate(over="ignore"):
         return np.concatenate([x, np.nextafter(x, np.float32(np.inf)),
@@ -157,11 +161,14 @@ def test_float32_sin_cos_within_an_ulp_on_a_dense_sample_of_all_float32():
     _sincos32(x, out)
     with np.errstate(invalid="ignore"):
         x64 = x.astype(np.float64)
-        refs = [np.sin(x64).astype(np.float32), np.cos(x64).astype(np.float32)]
+        refs = [np.sin(x64), np.cos(x64)]
     fin = np.isfinite(x)
     for got, ref in zip(out, refs):
         assert np.isnan(got[~fin]).all()
-        assert _ulps(got[fin], ref[fin], np.float32).max() <= 1
+        assert _ulps(got[fin], ref[fin].astype(np.float32), np.float32).max() <= 1
+        # below an ulp of the exact value (so one of its two neighbours)
+        spacing = np.spacing(np.abs(ref[fin]).astype(np.float32)).astype(np.float64)
+        assert (np.abs(got[fin] - ref[fin]) / spacing).max() < 0.75
     zero = x == 0
     assert (out[0][zero] == 0).all() and (np.signbit(out[0][zero]) == np.signbit(x[zero])).all()
     assert (out[1][zero] == 1).all()
