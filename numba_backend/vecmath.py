@@ -30,7 +30,7 @@ are too; both are checked against each other in tests/numba_backend); all but ``
   float64, each exact, summed in double-double). Both reductions are straight-line and
   vectorize; the kernels run ``_sin_f32_fast``/``_cos_f32_fast`` (Cody-Waite only) and
   rerun a loop nest with the full versions when some argument is >= 2**17
-  (``numba_backend.codegen``). Max error 0.7275 ulp (sin) and 0.7273 ulp (cos) of the
+  (``numba_backend.codegen``). Max error 0.7291 ulp (sin) and 0.7282 ulp (cos) of the
   exact value over all 2**32 inputs (so within 1 ulp of the correctly rounded result);
   sin(+-0) = +-0, inf and NaN give NaN.
 """
