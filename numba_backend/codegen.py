@@ -537,69 +537,94 @@ class _KernelGen:
         em = Emitter()
         args = [f"in{i}" for i in range(len(k.inputs))] + \
             [f"out{i}" for i in range(len(k.outputs))] + ["ip", "fp"]
-        names: dict = {}
-        counter = [0]
-        blocks: list = [[] for _ in range(self.n_loops + 1)]
 
-        def expr(n) -> str:
-            if n in names:
-                return names[n]
-            return inline(n)
+        def build(fast):
+            """The statements of each loop level, and whether a fast path was used."""
+            names: dict = {}
+            used = [False]
+            counter = [0]
+            blocks: list = [[] for _ in range(self.n_loops + 1)]
 
-        def inline(n) -> str:
-            if isinstance(n, Const):
-                return str(int(n.value)) if n.dtype == np.int64 else const_code(n.value, n.dtype)
-            if isinstance(n, LoopIndex):
-                return f"i{n.dim}"
-            if isinstance(n, IParam):
-                return f"n{n.slot}" if n.slot < k.ndim else f"p{n.slot}"
-            if isinstance(n, FParam):
-                return f"f{n.slot}"
-            if isinstance(n, AccRef):
-                return self._acc(n.slot)
-            if isinstance(n, Load):
-                inp = k.inputs[n.arg]
-                idx = ", ".join(expr(i) for i in n.index) if n.index else "()"
-                code = f"in{n.arg}[{idx}]"
-                if inp.dtype == F16:
-                    code = f"{RT}.f16_to_f32({code})"
-                elif np.dtype(inp.dtype) in dtypes._LOWP:
-                    code = _lowp_load(code, np.dtype(inp.dtype))
-                return code
-            if isinstance(n, Op):
-                return op_code(n.op, [expr(a) for a in n.args], [a.dtype for a in n.args],
-                               n.dtype)
-            if isinstance(n, Call):
-                return call_code(self._fn_alias(n.fn), [expr(a) for a in n.args], n.dtype)
-            raise TypeError(f"codegen: unknown node {n!r}")
+            def expr(n) -> str:
+                if n in names:
+                    return names[n]
+                return inline(n)
 
-        last_origin = [None] * (self.n_loops + 1)
-        for n in self.nodes:
-            if isinstance(n, (Const, LoopIndex, IParam, FParam, AccRef)):
-                continue
-            # index arithmetic used once stays inline
-            if self.uses.get(n, 0) <= 1 and n.dtype == np.int64 and isinstance(n, Op):
-                continue
-            lv = self.level[n]
-            name = f"t{counter[0]}"
-            counter[0] += 1
-            origin = getattr(n, "origin", "")
-            if origin and origin != last_origin[lv]:
-                blocks[lv].append(f"# {origin}")
-                last_origin[lv] = origin
-            ref = resolve(n.fn) if isinstance(n, Call) else None
-            if ref is not None and inliner.is_inline(ref.module, ref.name):
-                # pasted in: a call LLVM would not inline keeps the loop scalar
-                fn = getattr(importlib.import_module(ref.module), ref.name)
-                blocks[lv].append(f"# {ref} (inlined)")
-                blocks[lv].extend(inliner.expand(fn, [expr(a) for a in n.args], f"{name}_ret",
-                                                 f"{name}_l_", self.name_imports))
-                code = _cast_result(f"{name}_ret", n.dtype)
-            else:
-                code = inline(n)
-            blocks[lv].append(f"{name} = {code}")
-            names[n] = name
+            def inline(n) -> str:
+                if isinstance(n, Const):
+                    return str(int(n.value)) if n.dtype == np.int64 \
+                        else const_code(n.value, n.dtype)
+                if isinstance(n, LoopIndex):
+                    return f"i{n.dim}"
+                if isinstance(n, IParam):
+                    return f"n{n.slot}" if n.slot < k.ndim else f"p{n.slot}"
+                if isinstance(n, FParam):
+                    return f"f{n.slot}"
+                if isinstance(n, AccRef):
+                    return self._acc(n.slot)
+                if isinstance(n, Load):
+                    inp = k.inputs[n.arg]
+                    idx = ", ".join(expr(i) for i in n.index) if n.index else "()"
+                    code = f"in{n.arg}[{idx}]"
+                    if inp.dtype == F16:
+                        code = f"{RT}.f16_to_f32({code})"
+                    elif np.dtype(inp.dtype) in dtypes._LOWP:
+                        code = _lowp_load(code, np.dtype(inp.dtype))
+                    return code
+                if isinstance(n, Op):
+                    return op_code(n.op, [expr(a) for a in n.args],
+                                   [a.dtype for a in n.args], n.dtype)
+                if isinstance(n, Call):
+                    return call_code(self._fn_alias(n.fn), [expr(a) for a in n.args],
+                                     n.dtype)
+                raise TypeError(f"codegen: unknown node {n!r}")
 
+            last_origin = [None] * (self.n_loops + 1)
+            for n in self.nodes:
+                if isinstance(n, (Const, LoopIndex, IParam, FParam, AccRef)):
+                    continue
+                # index arithmetic used once stays inline
+                if self.uses.get(n, 0) <= 1 and n.dtype == np.int64 and isinstance(n, Op):
+                    continue
+                lv = self.level[n]
+                name = f"t{counter[0]}"
+                counter[0] += 1
+                origin = getattr(n, "origin", "")
+                if origin and origin != last_origin[lv]:
+                    blocks[lv].append(f"# {origin}")
+                    last_origin[lv] = origin
+                ref = resolve(n.fn) if isinstance(n, Call) else None
+                if ref is not None and inliner.is_inline(ref.module, ref.name):
+                    # pasted in: a call LLVM would not inline keeps the loop scalar
+                    fn = getattr(importlib.import_module(ref.module), ref.name)
+                    blocks[lv].append(f"# {ref} (inlined)")
+                    argv = [expr(a) for a in n.args]
+                    fast_path = getattr(fn, "_tracer_fast_path", None) if fast else None
+                    if fast_path is not None:
+                        # the fast version, and a count of the arguments it does not cover
+                        fn, rare = fast_path
+                        blocks[lv].extend(inliner.expand(rare, argv, f"{name}_rare",
+                                                         f"{name}_r_", self.name_imports))
+                        blocks[lv].append(f"rare_ += {name}_rare")
+                        used[0] = True
+                    blocks[lv].extend(inliner.expand(fn, argv, f"{name}_ret", f"{name}_l_",
+                                                     self.name_imports))
+                    code = _cast_result(f"{name}_ret", n.dtype)
+                else:
+                    code = inline(n)
+                blocks[lv].append(f"{name} = {code}")
+                names[n] = name
+            return blocks, expr, used[0]
+
+        # Functions with a fast path for common arguments (vecmath.sin_f32: |x| < 2**17)
+        # run it in a first pass that counts the other arguments; when there are any, a
+        # second pass recomputes everything with the full versions. Only for loop nests
+        # without reductions (their outputs are fresh arrays: running twice is harmless)
+        # and serial (Numba refuses the count as a prange reduction when it is updated twice).
+        fast_ok = not k.reductions and not self.run and not parallel
+        blocks, expr, used = build(fast_ok)
+        if used:
+            blocks_full, expr_full, _ = build(False)
         with em.block(f"def {fname}({', '.join(args)}):"):
             for d in range(k.ndim):
                 em.line(f"n{d} = ip[{d}]")
@@ -608,7 +633,12 @@ class _KernelGen:
                 em.line(f"p{s} = ip[{s}]" + (f"  # {label}" if label else ""))
             for j, dt in enumerate(k.fparam_dtypes):
                 em.line(f"f{j} = {np_name(carrier(dt))}(fp[{j}])")
+            if used:
+                em.line("rare_ = 0")
             self._emit_nest(em, blocks, expr, parallel)
+            if used:
+                with em.block("if rare_ != 0:"):
+                    self._emit_nest(em, blocks_full, expr_full, parallel)
             em.line("return 0")
         return em.text()
 

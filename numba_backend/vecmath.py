@@ -6,8 +6,8 @@ transcendental runs one element at a time. These versions are straight-line arit
 (``numba_backend.inliner``), so LLVM vectorizes the loops that call them. ``fma`` (one
 rounding, ``llvm.fma``) is imported by the kernel modules instead. The float32 functions are
 within an ulp of the correctly rounded result for every input (NumPy's own float32 versions
-are too; both are checked against each other in tests/numba_backend); all but ``exp_f32``
-compute in float64 and round once.
+are too; both are checked against each other in tests/numba_backend); all but ``exp_f32``,
+``sin_f32`` and ``cos_f32`` compute in float64 and round once.
 
 - ``exp_f32``: native float32 with FMA (8 lanes on AVX2): exp(x) = 2**n exp(r),
   r = x - n ln2 by Cody-Waite with float32 ln2_hi + ln2_lo (x - n ln2_hi exact by FMA, the
@@ -20,10 +20,19 @@ compute in float64 and round once.
 - ``tanh_f32``: 1 - 2/(exp(2|x|) + 1) with exp as in ``exp_f64``, or the odd Taylor
   series to x**9 for |x| < 2**-4, in float64.
 - ``log_f32``: log(x) = e ln2 + 2 atanh(s), s = (m - 1)/(m + 1), m in [sqrt(1/2), sqrt(2)).
-- ``sin_f32``/``cos_f32``: exact reduction of any float32 argument: x = m 2**E with m a
-  24-bit integer, x 2/pi mod 4 = m * F_E mod 4 with F_E = (2**E 2/pi) mod 4 from a table
-  (three float64 parts: the products with m are exact); then Taylor polynomials of sin
-  and cos on [-pi/4, pi/4].
+- ``sin_f32``/``cos_f32``: native float32 with FMA: x = n pi/2 + r, r = r_hi + r_lo a
+  float32 pair, then sin r and cos r by Taylor polynomials (to r**9, r**10) on [-pi/4, pi/4]
+  with r_lo's first-order term (cos: 1 - r_hi**2/2 with its rounding error carried), the
+  quadrant picked by selects. The reduction: for |x| < 2**17 Cody-Waite with pi/2 as three
+  float32 parts (x - n A exact by FMA, n B split exactly by FMA and subtracted by TwoSum:
+  r_hi + r_lo within about 2**-56 of r); for larger finite x exact without
+  tables, x 2/pi mod 4 as the sum of the x c_k mod 4 over 28-bit parts c_k of 2/pi (in
+  float64, each exact, summed in double-double). Both reductions are straight-line and
+  vectorize; the kernels run ``_sin_f32_fast``/``_cos_f32_fast`` (Cody-Waite only) and
+  rerun a loop nest with the full versions when some argument is >= 2**17
+  (``numba_backend.codegen``). Max error 0.7291 ulp (sin) and 0.7282 ulp (cos) of the
+  exact value over all 2**32 inputs (so within 1 ulp of the correctly rounded result);
+  sin(+-0) = +-0, inf and NaN give NaN.
 """
 from __future__ import annotations
 
@@ -218,114 +227,193 @@ def log_f32(x):
 
 # ------------------------------------- sin and cos -----------------------------------------
 
-def _two_over_pi_table():
-    """F_E = (2**E * 2/pi) mod 4 for E in [-35, 104], as three float64 parts whose
-    products with a 24-bit integer are exact (28 + 28 bits, then the rest)."""
-    prec = 480
-    # pi * 2**prec by Machin's formula in integers
-    def arctan_inv(k):
-        total, term, n, sign = 0, (1 << (prec + 20)) // k, 1, 1
-        while term:
-            total += sign * (term // n)
-            term //= k * k
-            n += 2
-            sign = -sign
-        return total
-    pi_big = 16 * arctan_inv(5) - 4 * arctan_inv(239)          # pi * 2**(prec+20)
-    two_over_pi = (1 << (2 * (prec + 20) + 1)) // pi_big        # 2/pi * 2**(prec+20)
-    scale = prec + 20
-    rows = []
-    for E in range(-35, 105):
-        if E >= 0:
-            v = (two_over_pi << E) % (4 << scale)
-        else:
-            v = two_over_pi >> (-E)
-        f1 = (v >> (scale - 26)) << (scale - 26)                  # multiples of 2**-26
-        r1 = v - f1
-        f2 = (r1 >> (scale - 54)) << (scale - 54)                 # multiples of 2**-54
-        r2 = r1 - f2
-        rows.append([f1 / 2.0 ** scale, f2 / 2.0 ** scale, r2 / 2.0 ** scale])
-    return np.array(rows, dtype=np.float64)
-
-
-_F_TABLE = _two_over_pi_table()
 _PIO2_HI = 1.5707963267948966
 _PIO2_LO = 6.123233995736766e-17
 
-
-@inline_source
-def _reduce_pio2(ax):
-    """(quadrant, r_hi, r_lo): ax = (4j + quadrant) pi/2 + r, |r| <= pi/4, for a float64
-    holding a float32 value 2**-12 <= ax < 2**128."""
-    bits = np.float64(ax).view(np.int64)
-    e = (bits >> 52) - 1023                                     # ax in [2**e, 2**(e+1))
-    m = ax * np.int64((1023 + 23 - e) << 52).view(np.float64)  # 24-bit integer
-    idx = e - 23 + 35
-    idx = idx if idx > 0 else 0
-    idx = idx if idx < 139 else 139
-    f1 = _F_TABLE[idx, 0]
-    f2 = _F_TABLE[idx, 1]
-    f3 = _F_TABLE[idx, 2]
-    s = m * f1                                                  # exact
-    s = s - 4.0 * np.floor(s * 0.25)                            # mod 4, exact
-    t = m * f2                                                  # exact
-    u = m * f3
-    k = np.rint(s + t)
-    a = s - k                                                   # exact
-    hi = a + t                                                  # TwoSum(a, t)
-    bb = hi - a
-    lo = (a - (hi - bb)) + (t - bb) + u
-    q = np.int64(k - 4.0 * np.floor(k * 0.25))
-    r_hi = hi * _PIO2_HI
-    r_lo = hi * _PIO2_LO + lo * _PIO2_HI
-    return q, r_hi + r_lo
+# float32 sin/cos: pi/2 = _PIO2_A + _PIO2_B + _PIO2_C + 1.1e-23 (float32 parts)
+_TWO_OVER_PI_F = 0.6366197466850281
+_PIO2_A = 1.5707963705062866
+_PIO2_B = -4.371138828673793e-08
+_PIO2_C = -1.7151245100058819e-15
+_TRIG_FAST = 131072.0                   # 2**17
+_IF9, _IF10 = 2.7557318844628753e-06, 2.755731998149713e-07
 
 
 @inline_source
-def _sin_poly(r):
-    r2 = r * r
-    return r + r * r2 * (-1.0 / 6 + r2 * (1.0 / 120 + r2 * (-1.0 / 5040 + r2 * (
-        1.0 / 362880 + r2 * (-1.0 / 39916800 + r2 * (1.0 / 6227020800.0))))))
+def _reduce_pio2_f32(xf):
+    """(n, r_hi, r_lo): xf = n pi/2 + r_hi + r_lo, |r_hi| <= pi/4 (about), n integral, for
+    a float32 |xf| < _TRIG_FAST; r_hi + r_lo is within about 2**-56 of r."""
+    n = np.rint(xf * np.float32(_TWO_OVER_PI_F))
+    # x - n A is exact (a multiple of ulp(x) or 2**-23, below 1 in magnitude)
+    r1 = fma(-n, np.float32(_PIO2_A), xf)
+    p = n * np.float32(_PIO2_B)
+    pe = fma(n, np.float32(_PIO2_B), -p)                       # n B = p + pe exactly
+    s = r1 - p                                                  # TwoSum(r1, -p)
+    bb = s - r1
+    err = (r1 - (s - bb)) - (p + bb)
+    lo = err - fma(n, np.float32(_PIO2_C), pe)
+    hi = s + lo                                                 # renormalized
+    lo = lo - (hi - s)
+    return n, hi, lo
 
 
 @inline_source
-def _cos_poly(r):
-    r2 = r * r
-    return 1.0 + r2 * (-0.5 + r2 * (1.0 / 24 + r2 * (-1.0 / 720 + r2 * (1.0 / 40320 + r2 * (
-        -1.0 / 3628800 + r2 * (1.0 / 479001600 + r2 * (-1.0 / 87178291200.0)))))))
+def _sincos_f32_poly(rh, rl):
+    """(sin r, cos r) for r = rh + rl, |r| <= pi/4 (about), float32 with FMA."""
+    th = rh * rh
+    tl = fma(rh, rh, -th)                                       # rh**2 = th + tl exactly
+    # sin(rh + rl) = rh + rh th P(th) + rl (1 - th/2), P Taylor to r**9
+    ps = fma(np.float32(_IF9), th, np.float32(-_IF7))
+    ps = fma(ps, th, np.float32(_IF5))
+    ps = fma(ps, th, np.float32(-_IF3))
+    st = fma(rh * th, ps, rl * fma(np.float32(-0.5), th, np.float32(1.0)))
+    sv = rh + st
+    # cos(rh + rl) = w + (e - tl/2 - rh rl + th**2 Q(th)), w = 1 - th/2 rounded, e its
+    # rounding error (exact); Q Taylor to r**10
+    hh = np.float32(0.5) * th
+    w = np.float32(1.0) - hh
+    e = (np.float32(1.0) - w) - hh
+    pc = fma(np.float32(-_IF10), th, np.float32(_IF8))
+    pc = fma(pc, th, np.float32(-_IF6))
+    pc = fma(pc, th, np.float32(_IF4))
+    ct = fma(th * th, pc, e - fma(rh, rl, np.float32(0.5) * tl))
+    cv = w + ct
+    return sv, cv
+
+
+# 2/pi = _TOP_C0 + ... + _TOP_C6 + O(2**-196): 28-bit parts (products with a float32 exact)
+_TOP_C0 = 0.6366197690367699
+_TOP_C1 = 3.3308114738561656e-09
+_TOP_C2 = 2.276010047810136e-18
+_TOP_C3 = 2.5268260189002822e-26
+_TOP_C4 = 1.6682867657019525e-34
+_TOP_C5 = 1.158871328288855e-43
+_TOP_C6 = 7.053959174404295e-52
+
+
+@inline_source
+def _mod4_acc(xd, c, hi, lo):
+    """(f, hi', lo'): f = x c mod 4 (exact: x c is exact, a 24 by 28 bit product), added
+    to the double-double hi + lo by TwoSum (hi' + lo' = hi + lo + f up to lo's rounding)."""
+    pr = xd * c
+    f = pr - 4.0 * np.floor(pr * 0.25)
+    sh = hi + f
+    bv = sh - hi
+    er = (hi - (sh - bv)) + (f - bv)
+    return f, sh, lo + er
+
+
+@inline_source
+def _reduce_pio2_huge(xf):
+    """(n, r_hi, r_lo) as ``_reduce_pio2_f32``, for any finite float32 |xf| >= 2**17,
+    without tables (straight-line float64, so it vectorizes): x 2/pi mod 4 as the sum
+    of the x c_k mod 4 (each exact; those of the high parts are multiples of 4 or
+    small, those of the low parts below 2**-68 once they are past x's bits)."""
+    xd = abs(np.float64(xf))      # |x|: 4 + (a tiny negative x c) would lose x c's bits
+    hi = 0.0
+    lo = 0.0
+    f, hi, lo = _mod4_acc(xd, _TOP_C0, hi, lo)
+    f, hi, lo = _mod4_acc(xd, _TOP_C1, hi, lo)
+    f, hi, lo = _mod4_acc(xd, _TOP_C2, hi, lo)
+    f, hi, lo = _mod4_acc(xd, _TOP_C3, hi, lo)
+    f, hi, lo = _mod4_acc(xd, _TOP_C4, hi, lo)
+    f, hi, lo = _mod4_acc(xd, _TOP_C5, hi, lo)
+    f, hi, lo = _mod4_acc(xd, _TOP_C6, hi, lo)
+    n = np.rint(hi)
+    a = hi - n                                                  # exact, |a| <= 1/2
+    t = a + lo
+    r = t * _PIO2_HI + t * _PIO2_LO
+    r = -r if xf < np.float32(0.0) else r        # -x = -n pi/2 - r
+    n = -n if xf < np.float32(0.0) else n
+    rh = np.float32(r)
+    rl = np.float32(r - np.float64(rh))
+    nq = n - 4.0 * np.floor(n * 0.25)
+    return np.float32(nq), rh, rl
 
 
 @inline_source
 def sin_f32(x):
-    xd = np.float64(x)
-    ax = abs(xd)
-    small = ax < 2.44140625e-04                                 # 2**-12: sin x rounds to x
-    finite = ax < np.inf
-    axc = ax if (finite and not small) else 1.0
-    q, r = _reduce_pio2(axc)
-    sp = _sin_poly(r)
-    cp = _cos_poly(r)
-    v = sp if q == 0 else (cp if q == 1 else (-sp if q == 2 else -cp))
-    v = -v if xd < 0 else v
-    y = np.float32(v)
-    y = np.float32(x) if small else y
-    return y if finite else np.float32(np.nan)
+    xf = np.float32(x)
+    ax = abs(xf)
+    fast = ax < np.float32(_TRIG_FAST)                          # False for inf and NaN
+    finite = ax < np.float32(np.inf)
+    xc = xf if fast else np.float32(0.0)
+    n, rh, rl = _reduce_pio2_f32(xc)
+    xh = np.float32(_TRIG_FAST) if (fast or not finite) else xf
+    nh, rhh, rlh = _reduce_pio2_huge(xh)
+    n = n if fast else nh
+    rh = rh if fast else rhh
+    rl = rl if fast else rlh
+    sv, cv = _sincos_f32_poly(rh, rl)
+    q = np.int32(n)
+    v = cv if (q & np.int32(1)) != np.int32(0) else sv
+    v = -v if (q & np.int32(2)) != np.int32(0) else v
+    v = xf if ax < np.float32(2.44140625e-04) else v            # 2**-12: sin x rounds to x
+    return v if finite else np.float32(np.nan)
 
 
 @inline_source
 def cos_f32(x):
-    xd = np.float64(x)
-    ax = abs(xd)
-    small = ax < 2.44140625e-04                                 # cos x rounds to 1
-    finite = ax < np.inf
-    axc = ax if (finite and not small) else 1.0
-    q, r = _reduce_pio2(axc)
-    sp = _sin_poly(r)
-    cp = _cos_poly(r)
-    v = cp if q == 0 else (-sp if q == 1 else (-cp if q == 2 else sp))
-    y = np.float32(v)
-    y = np.float32(1.0) if small else y
-    return y if finite else np.float32(np.nan)
+    xf = np.float32(x)
+    ax = abs(xf)
+    fast = ax < np.float32(_TRIG_FAST)
+    finite = ax < np.float32(np.inf)
+    xc = xf if fast else np.float32(0.0)
+    n, rh, rl = _reduce_pio2_f32(xc)
+    xh = np.float32(_TRIG_FAST) if (fast or not finite) else xf
+    nh, rhh, rlh = _reduce_pio2_huge(xh)
+    n = n if fast else nh
+    rh = rh if fast else rhh
+    rl = rl if fast else rlh
+    sv, cv = _sincos_f32_poly(rh, rl)
+    q = np.int32(n)
+    v = sv if (q & np.int32(1)) != np.int32(0) else cv
+    v = -v if ((q + np.int32(1)) & np.int32(2)) != np.int32(0) else v
+    return v if finite else np.float32(np.nan)
+
+@inline_source
+def _sin_f32_fast(x):
+    """sin_f32 for |x| < _TRIG_FAST, inf and NaN (anything for other arguments)."""
+    xf = np.float32(x)
+    ax = abs(xf)
+    fast = ax < np.float32(_TRIG_FAST)
+    xc = xf if fast else np.float32(0.0)
+    n, rh, rl = _reduce_pio2_f32(xc)
+    sv, cv = _sincos_f32_poly(rh, rl)
+    q = np.int32(n)
+    v = cv if (q & np.int32(1)) != np.int32(0) else sv
+    v = -v if (q & np.int32(2)) != np.int32(0) else v
+    v = xf if ax < np.float32(2.44140625e-04) else v
+    return v if fast else np.float32(np.nan)
+
+
+@inline_source
+def _cos_f32_fast(x):
+    """cos_f32 for |x| < _TRIG_FAST, inf and NaN (anything for other arguments)."""
+    xf = np.float32(x)
+    ax = abs(xf)
+    fast = ax < np.float32(_TRIG_FAST)
+    xc = xf if fast else np.float32(0.0)
+    n, rh, rl = _reduce_pio2_f32(xc)
+    sv, cv = _sincos_f32_poly(rh, rl)
+    q = np.int32(n)
+    v = sv if (q & np.int32(1)) != np.int32(0) else cv
+    v = -v if ((q + np.int32(1)) & np.int32(2)) != np.int32(0) else v
+    return v if fast else np.float32(np.nan)
+
+
+@inline_source
+def _trig_f32_rare(x):
+    """1 for the finite float32 arguments the fast sin/cos do not cover, else 0."""
+    ax = abs(np.float32(x))
+    rare = (ax >= np.float32(_TRIG_FAST)) & (ax < np.float32(np.inf))
+    return np.int64(1) if rare else np.int64(0)
+
+
+# codegen runs loop nests with the fast versions first, and again with the full ones
+# when _trig_f32_rare counted any argument
+sin_f32._tracer_fast_path = (_sin_f32_fast, _trig_f32_rare)
+cos_f32._tracer_fast_path = (_cos_f32_fast, _trig_f32_rare)
 
 
 # ------------------------------- max/min reductions as integers ----------------------------

@@ -354,8 +354,12 @@ def test_elementwise_benchmark_is_one_loop_nest_reading_input_once():
     ex = lowered._executable()
     assert len(ex.program.steps) == 1 and len(ex.sources) == 1
     src = ex.sources[0].text.split("def kernel_par")[0]
-    assert src.count("for ") == 1, src
-    assert src.count("in0[") == 1, src
+    # (sin and cos's fast path; the nest runs again with the full versions only when an
+    # argument is >= 2**17)
+    fast, full = src.split("if rare_ != 0:")
+    for part in (fast, full):
+        assert part.count("for ") == 1, src
+        assert part.count("in0[") == 1, src
     check_jit(f, (x,), rtol=1e-6)
 
 
