@@ -228,3 +228,25 @@ def test_reductions_of_weak_values_are_strongly_typed(name, value):
         assert not got.aval.weak_type, (name, got.aval)
     r = getattr(tnp, name)(w) + tnp.ones(2, tnp.float32)
     assert r.dtype == tnp.result_type(getattr(tnp, name)(w).dtype, np.float32)
+
+
+def test_mean_and_var_of_bfloat16_accumulate_in_float32():
+    # JAX: the sum of 3000 bf16(0.01) is taken in float32 and divided by 3000 (not by
+    # bf16(3000) = 3008), then rounded once: the mean is bf16(0.01) itself
+    x = tnp.full(3000, 0.01, dtype=tnp.bfloat16)
+    want = np.asarray(x)[0]
+    for got in (tnp.mean(x), x.mean(), tracer.jit(tnp.mean)(x)):
+        assert got.dtype == tnp.bfloat16
+        assert np.asarray(got).view(np.uint16) == want.view(np.uint16)
+    assert float(tnp.mean(tnp.arange(70000).astype(tnp.bfloat16))) == 35072.0   # JAX's
+    assert float(tnp.var(x)) == 0.0 and tnp.var(x).dtype == tnp.bfloat16
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "var"])
+def test_reductions_of_a_scalar_over_axis_0_raise_axis_error(name):
+    s = tnp.asarray(3.0)
+    with pytest.raises(np.exceptions.AxisError, match=f"{name}: axis 0 is out of bounds"):
+        getattr(tnp, name)(s, axis=0)
+    assert float(getattr(tnp, name)(s, axis=())) == float(getattr(np, name)(3.0, axis=()))
+    with pytest.raises(ValueError, match=f"{name}: repeated axis"):
+        getattr(tnp, name)(tnp.ones((2, 3)), axis=(0, -2))

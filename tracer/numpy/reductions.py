@@ -42,7 +42,7 @@ def _check_out(out, fname):
                                   "immutable); use the return value")
 
 
-def _eager_reduction(a, fname, axis, keepdims):
+def _eager_reduction(a, fname, axis, keepdims, caller=None):
     """The eager hot path of ``sum``/``prod``/``max``/``min`` over a concrete, strongly
     typed float Array with no dtype, initial or where (``x.sum()``): the primitive's impl
     through ``lax.utils.eager_unary``, the same impl and result as the general path, with
@@ -52,13 +52,25 @@ def _eager_reduction(a, fname, axis, keepdims):
     aval = a._aval or a.aval
     if aval.dtype.kind != "f" or aval.weak_type:
         return None
-    axes = tuple(sorted(canonicalize_axis_tuple(axis, aval.ndim, fname)))
+    if aval.ndim == 0 and axis is not None:
+        return None     # (the general path raises the AxisError of axis=0 on a 0-d array)
+    axes = tuple(sorted(canonicalize_axis_tuple(axis, aval.ndim, caller or fname)))
     if not axes:
         return None
     res = eager_unary(_EAGER_PRIMITIVES[fname], a, {"axes": axes})
     if res is not None and keepdims:
         res = _keep(res, axes, aval.ndim)
     return res
+
+
+def _reduction_axes(axis, ndim, fname):
+    """``canonicalize_axis_tuple`` for a reduction: a 0-d operand has no axis 0 to reduce
+    (NumPy's and JAX's AxisError), where other functions take axis 0 or -1 of a scalar."""
+    if ndim == 0 and axis is not None and axis != ():
+        for a in (axis if isinstance(axis, (tuple, list)) else (axis,)):
+            raise np.exceptions.AxisError(f"{fname}: axis {a} is out of bounds for array "
+                                          "of dimension 0")
+    return canonicalize_axis_tuple(axis, ndim, fname)
 
 
 def _reduction(a, fname, lax_reducer, identity, axis, dtype, out, keepdims, initial, where,
@@ -70,7 +82,7 @@ def _reduction(a, fname, lax_reducer, identity, axis, dtype, out, keepdims, init
     _check_out(out, fname)
     a = as_operand(a, fname)
     aval = get_aval(a)
-    axes = canonicalize_axis_tuple(axis, aval.ndim, fname)
+    axes = _reduction_axes(axis, aval.ndim, fname)
     dt = aval.dtype
     if dtype is not None:
         dt = dtypes.canonicalize_dtype(dtype)
@@ -139,7 +151,7 @@ def _check_nonempty(a, axis, fname, initial):
     if initial is None and type(a) is Array and a._value.size:
         return      # (the eager hot path: nothing to check)
     aval = get_aval(as_operand(a))
-    axes = canonicalize_axis_tuple(axis, aval.ndim, fname)
+    axes = _reduction_axes(axis, aval.ndim, fname)
     if initial is None and builtins.any(aval.shape[i] == 0 for i in axes):
         raise ValueError(f"zero-size array to reduction operation {fname} which has no "
                          f"identity (shape {aval.shape}); pass initial=")
@@ -205,13 +217,15 @@ def _count(a, axes, where):
 
 def _stat_dtype(a, dtype, fname, variance=False):
     """(result dtype, computation dtype) of mean/var/std: the input's inexact dtype (the
-    default float for integers and bool; float16 computes in float32, rounding once), or
+    default float for integers and bool; float16 and the ml_dtypes floats compute in float32, rounding once), or
     ``dtype``, in which the statistic is then computed (integers wrap and divide toward
     zero, as in NumPy and JAX). As in JAX, ``dtype=bool`` raises TypeError, and a real
     ``dtype`` for the ``variance`` of complex input ValueError."""
     if dtype is None:
         dt = _dt(a) if dtypes.is_inexact(_dt(a)) else dtypes.default_float_dtype()
-        return dt, (dtypes.float32 if dt == dtypes.float16 else dt)
+        # float16 and the ml_dtypes floats accumulate in float32 and round once (JAX)
+        wide = dt == dtypes.float16 or dtypes.is_lowp_float(dt)
+        return dt, (dtypes.float32 if wide else dt)
     dt = dtypes.canonicalize_dtype(dtype)
     if dt == np.bool_:
         raise TypeError(f"{fname}: dtype=bool is not supported (as in jax.numpy); pass a "
@@ -231,7 +245,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     if dtype is None and out is None and where is None and type(a) is Array and \
             (a._aval or a.aval).dtype in _MEAN_FAST_DTYPES:
         # the eager hot path: the general path's sum and division, without its promotions
-        s = _eager_reduction(a, "sum", axis, keepdims)
+        s = _eager_reduction(a, "sum", axis, keepdims, caller="mean")
         if s is not None:
             shape = a._value.shape
             n = math.prod(shape[i] for i in canonicalize_axis_tuple(axis, len(shape), "mean"))
@@ -241,7 +255,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     _check_out(out, "mean")
     a = as_operand(a, "mean")
     aval = get_aval(a)
-    axes = canonicalize_axis_tuple(axis, aval.ndim, "mean")
+    axes = _reduction_axes(axis, aval.ndim, "mean")
     dt, cdt = _stat_dtype(a, dtype, "mean")
     s = sum(a, axis=axes, keepdims=keepdims, where=where, dtype=cdt)
     n = _count(a, axes, where)
@@ -274,7 +288,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
         ddof = correction
     a = as_operand(a, "var")
     aval = get_aval(a)
-    axes = canonicalize_axis_tuple(axis, aval.ndim, "var")
+    axes = _reduction_axes(axis, aval.ndim, "var")
     dt, cdt = _stat_dtype(a, dtype, "var", variance=True)
     a = lax.convert_element_type(a, cdt)
     m = mean(a, axis=axes, keepdims=True, where=where, dtype=cdt)

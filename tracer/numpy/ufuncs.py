@@ -316,7 +316,7 @@ def divmod(x1, x2, /):
 def power(x1, x2, /):
     """``numpy.power``. A static Python int exponent uses repeated multiplication
     (lax.integer_pow), which keeps integer results exact and gradients defined at 0.
-    Bools compute as the default integer (JAX's rule; NumPy keeps ``bool ** bool`` bool)."""
+    Bools compute as int32 (JAX's rule; NumPy keeps ``bool ** bool`` bool)."""
     if isinstance(x2, int) and not isinstance(x2, bool):
         check_arraylike("power", x1)
         (a,) = promote_dtypes_numeric(x1)
@@ -454,8 +454,7 @@ def log10(x, /):
 
 
 def square(x, /):
-    """``numpy.square`` (x * x). A bool computes as the default integer, as in JAX (NumPy
-    keeps bool)."""
+    """``numpy.square`` (x * x). A bool computes as int32, as in JAX (NumPy keeps bool)."""
     (x,) = promote_dtypes_numeric(as_operand(x))
     return lax.square(x)
 

@@ -73,11 +73,12 @@ def _convert(a, dt, weak):
 
 
 def promote_dtypes_numeric(*args):
-    """Like ``promote_dtypes`` but bools go to the default integer (strongly typed), as
-    JAX's arithmetic that has no bool meaning does (``power``, ``square``)."""
+    """Like ``promote_dtypes`` but bools go to int32 (strongly typed, whatever
+    enable_x64 says), as JAX's arithmetic that has no bool meaning does (``power``,
+    ``square``: ``jax.numpy``'s ``to_numeric_dtype``)."""
     dt, weak = dtypes.result_type(*args, return_weak_type_flag=True)
     if dt == np.bool_:
-        dt, weak = dtypes.default_int_dtype(), False
+        dt, weak = np.dtype(np.int32), False
     return [_convert(a if type(a) in _PY_SCALARS else as_operand(a), dt, weak) for a in args]
 
 
