@@ -125,15 +125,12 @@ def run_job(job: dict) -> None:
         _run_library(job["library"])
         return
     mod = load_module(job["module"], job["path"])
-    # a loop driver calls its kernels as module globals: give it their dispatchers, each
-    # compiled (or loaded) for its signature and closed to other compiles, so that the
-    # driver's calls with writable arrays link that code rather than compile anew
+    # a loop driver calls its kernels by address (``driver_runtime.call_kernel``), which
+    # its compile does not need; the program loads them for that signature once the
+    # driver is ready: compiled here first, that is a disk-cache load
     for k in job.get("globals", ()):
         kmod = load_module(k["module"], k["path"])
-        disp = dispatcher(kmod, k["func"], k["opts"])
-        disp.compile(numba_types(k["sig"]))
-        disp.disable_compile()
-        setattr(mod, k["name"], disp)
+        dispatcher(kmod, k["func"], k["opts"]).compile(numba_types(k["sig"]))
     dispatcher(mod, job["func"], job["opts"]).compile(numba_types(job["sig"]))
 
 

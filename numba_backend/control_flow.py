@@ -101,18 +101,6 @@ def _from_storage(a, aval):
 
 # ---------------------------------------- codegen -----------------------------------------
 
-def _copy_helper(ndim: int) -> str:
-    """The source of ``copy_<ndim>d(src, dst)``: an element loop nest. Numba compiles
-    an array assignment (``dst[...] = src``, ``ys[i] = v``) through its broadcasting
-    setitem, which costs seconds of compile per driver; these loops cost milliseconds."""
-    idx = ", ".join(f"j{k}" for k in range(ndim))
-    lines = ["@register_jitable", f"def copy_{ndim}d(src, dst):"]
-    for k in range(ndim):
-        lines.append("    " * (k + 1) + f"for j{k} in range(src.shape[{k}]):")
-    lines.append("    " * (ndim + 1) + f"dst[{idx}] = src[{idx}]")
-    return "\n".join(lines) + "\n"
-
-
 class _Gen:
     """Emits the statements of a driver; collects its runtime ints/floats, its array
     arguments (program consts), the kernels it calls and its helpers.
@@ -130,14 +118,20 @@ class _Gen:
         self.ints: list = []
         self.floats: list = []
         self.arrays: list = []          # (var name, value)
-        self.kernels: dict = {}         # global name -> (CompiledKernel, signature spec)
+        # the kernels it calls: name (a module constant, its index in ``KP``) ->
+        # (CompiledKernel, signature spec), in ``KP``'s order
+        self.kernels: dict = {}
         self.helpers: dict = {}         # function name -> source
-        # Buffers the caller allocates and passes in, and reshaped views of them it makes
-        # (an ``np.empty`` or ``reshape`` inside a driver costs Numba a tenth of a second
-        # of compile each; a driver holds dozens): (name, aval), (name, buffer, shape).
+        # Buffers the caller allocates (an ``np.empty`` or ``reshape`` inside a driver
+        # costs Numba a tenth of a second of compile each; a driver holds dozens), and
+        # reshaped views of them: (name, aval), (name, buffer, shape). ``build_source``
+        # passes those the driver may return as arguments of their own and carves the
+        # others out of one arena per dtype (``driver_runtime.arena_view``).
         self.buffers: list = []
         self.views: list = []
         self.swapped: set = set()       # carry buffers: rebound every iteration
+        self.partner: dict = {}         # a carry buffer -> the other of its pair
+        self.aliases: dict = {}         # a cond's result var -> the vars bound to it
         self.counter = 0
         self.flags = _flags()
         self.user = False               # calls a user's kernel (numba_call)
@@ -197,13 +191,12 @@ class _Gen:
         return v
 
     def copy(self, dst, src, ndim):
-        """``dst[...] = src`` for arrays of rank ``ndim`` (same shapes), as loops."""
+        """``dst[...] = src`` for arrays of rank ``ndim`` (same shapes), as a loop
+        (``driver_runtime.copy_c``: compiled once, not typed by each driver)."""
         if ndim == 0:
             self.line(f"{dst}[()] = {src}[()]")
             return
-        name = f"copy_{ndim}d"
-        self.helpers[name] = _copy_helper(ndim)
-        self.line(f"{name}({src}, {dst})")
+        self.line(f"copy_c({src}, {dst})")
 
     # -- programs --
     def program(self, prog, in_vars, targets=None):
@@ -262,7 +255,7 @@ class _Gen:
         if inline is not None:
             self.inline_kernel(inline, args, ip, fp, step.iparams)
             return
-        call = f"{name}({', '.join(args + [ip, fp])})"
+        call = f"call_kernel(KP[{name}], {', '.join(args + [ip, fp])})"
         if k.reductions or k.ndim == 0:
             self.line(call)
         else:
@@ -395,6 +388,8 @@ class _Gen:
         cur = [self.alloc(a, "c") for a in avals]
         nxt = [self.alloc(a, "n") for a in avals]
         self.swapped.update(cur + nxt)
+        for c, n in zip(cur, nxt):
+            self.partner[c], self.partner[n] = n, c
         for c, v, a in zip(cur, init, avals):
             self.copy(c, v, a.ndim)
         return cur, nxt
@@ -475,6 +470,8 @@ class _Gen:
                 head = "else:"
             with self.em.block(head):
                 outs, _ = self.program(prog, ops)
+                for r, o in zip(res, outs):
+                    self.aliases.setdefault(r, set()).add(o)
                 if res:
                     self.line(f"{', '.join(res)}, = {', '.join(outs)},")
                 else:
@@ -764,6 +761,39 @@ class Driver:
         self.failed = None
         self.job = None      # Future of a compile worker's reply
         self.lock = threading.Lock()
+        # the kernels' dispatchers (kept alive: the driver calls their code) and their
+        # compiled functions' addresses, the driver's ``KP`` (``link_kernels``)
+        self.kernel_fns: dict = {}
+        self.kp = None
+
+    def link_kernels(self):
+        """Compile (or load from the disk cache) each kernel the driver calls, for the
+        signature it calls it with, and collect their addresses into ``kp``. The
+        driver's code does not contain them: it calls them by address
+        (``driver_runtime.call_kernel``), so the same addresses serve a driver
+        compiled here, by a worker or loaded from the disk cache."""
+        from numba import types
+
+        from numba_backend.driver_runtime import KERNEL_RETURN
+        addrs = []
+        for name, (h, spec) in self.kernels.items():
+            sig = numba_types(spec)
+            if h.in_process:
+                # its executor's dispatcher, compiled for ``spec`` (no disk cache to
+                # load a second copy from)
+                disp = h.serial()
+                disp.disable_compile()
+            else:   # (after a worker's compile: disk-cache loads)
+                disp = _kernel_for_driver(h.module, "kernel", h.opts(False), sig)
+            cres = disp.overloads[sig]
+            ret = cres.signature.return_type
+            if not (isinstance(ret, types.Integer) and ret.bitwidth == 64 and ret.signed):
+                raise TypeError(f"kernel {name} returns {ret}, not {KERNEL_RETURN}")
+            addrs.append(cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name))
+            self.kernel_fns[name] = disp
+        kp = np.array(addrs, dtype=np.int64)
+        kp.flags.writeable = False
+        self.kp = kp
 
     def _import(self):
         return load_module(f"{PACKAGE}.d_{self.key[:32]}", self.path)
@@ -781,22 +811,86 @@ def _driver_for(text, kernels) -> Driver:
         return d
 
 
+# Buffers carved out of an arena start at multiples of this many bytes (as NumPy's own
+# allocations are aligned for vector loads).
+_ARENA_ALIGN = 64
+
+
+def _returned(g, outs) -> set:
+    """The variables a driver may return: its outputs, the vars bound to a cond's
+    result, and the other buffer of each returned carry (the two swap every
+    iteration)."""
+    seen, todo = set(), list(outs)
+    while todo:
+        v = todo.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        todo.extend(g.aliases.get(v, ()))
+        if v in g.partner:
+            todo.append(g.partner[v])
+    return seen
+
+
+def _arenas(g, outs):
+    """Split the driver's buffers: those it may return stay arguments of their own
+    (a result must not hold an arena alive, nor share one with another result); the
+    others become views into one arena per dtype, made in the prologue, their offsets
+    and extents read from ``IP``. -> (argument buffers, views of those [(name, base,
+    shape)], arenas [(name, dtype, elements)], prologue lines)."""
+    returned = _returned(g, outs)
+    own = [(v, a) for v, a in g.buffers if v in returned]
+    own_names = {v for v, _ in own}
+    arenas: dict = {}          # dtype -> [name, elements so far]
+    where: dict = {}           # buffer -> (arena name, first element)
+    lines = []
+    for v, aval in g.buffers:
+        if v in own_names:
+            continue
+        dt = _storage(aval.dtype)
+        arena = arenas.setdefault(dt, [f"A{len(arenas)}", 0])
+        step = max(1, _ARENA_ALIGN // dt.itemsize)
+        first = -(-arena[1] // step) * step
+        arena[1] = first + int(np.prod(aval.shape, dtype=np.int64))
+        where[v] = (arena[0], first)
+        lines.append(f"{v} = arena_view({arena[0]}, IP[{g.int_range([first])[0]}], "
+                     f"{g.dims(aval.shape)})")
+    views = []
+    for v, base, shape in g.views:
+        if base in where:
+            name, first = where[base]
+            lines.append(f"{v} = arena_view({name}, IP[{g.int_range([first])[0]}], "
+                         f"{g.dims(shape)})")
+        else:
+            views.append((v, base, shape))
+    return own, views, [(n, dt, size) for dt, (n, size) in arenas.items()], lines
+
+
 def build_source(spec):
-    """(source text, kernels, IP, FP, const arrays, (buffers, views), host callback
-    entries) of the driver of ``spec``."""
+    """(source text, kernels, IP, FP, const arrays, (buffers, views, arenas), host
+    callback entries) of the driver of ``spec``."""
     g = _Gen()
     ins = [f"a{i}" for i in range(len(spec.in_avals))]
     outs = g.control(spec, ins)
+    own, views, arenas, arena_lines = _arenas(g, outs)
     consts = [name for name, _ in g.arrays]
-    bufs = [name for name, _ in g.buffers] + [name for name, _, _ in g.views]
+    bufs = [name for name, _, _ in arenas] + [name for name, _ in own] + \
+        [name for name, _, _ in views]
     em = codegen.Emitter()
     em.line(f"# Generated by tracer (numba_backend.control_flow): a compiled {spec.kind}.")
     em.line(f"# helpers {codegen.helper_hash()}{' ' + g.flags if g.flags else ''}")
     em.line("import math")
     em.line("import numpy as np")
-    em.line("from numba.extending import register_jitable")
+    if g.helpers:
+        em.line("from numba.extending import register_jitable")
     if any("matmul_into(" in src for src in g.helpers.values()):
         em.line("from numba_backend.blas import matmul_into, matvec_into, vecmat_into")
+    runtime = [n for n, used in (("arena_view", arena_lines),
+                                 ("call_kernel", g.kernels),
+                                 ("copy_c", any("copy_c(" in ln for ln in g.em.lines)))
+               if used]
+    if runtime:
+        em.line(f"from numba_backend.driver_runtime import {', '.join(runtime)}")
     if g.uses_views:
         em.line("from numba_backend.views import reshape_c")
     for line in sorted(g.imports - {"import math", "import numpy as np",
@@ -807,6 +901,12 @@ def build_source(spec):
     if g.callbacks:
         em.line("from numba import objmode")
         em.line(f"from numba_backend.host_callbacks import call as {_HC}")
+    if g.kernels:
+        # the kernels' indices in ``KP`` (their addresses, filled in by the caller):
+        # module constants, so the source names each kernel it calls
+        em.line("")
+        for k, name in enumerate(g.kernels):
+            em.line(f"{name} = {k}")
     for src in g.helpers.values():
         em.line("")
         em.line("")
@@ -815,8 +915,9 @@ def build_source(spec):
     em.line("")
     # The operands and consts come in as writable copies (every array in the loop then
     # has one Numba type per dtype and rank, and nothing the caller holds is ever
-    # written), then the buffers and their views (``CompiledRunner`` makes them).
-    params = ["IP", "FP"] + ins + consts + bufs
+    # written), then the arenas, the buffers of their own and their views
+    # (``CompiledRunner`` makes them).
+    params = ["IP", "FP", "KP"] + ins + consts + bufs
     with em.block(f"def driver({', '.join(params)}):"):
         if g.callbacks:
             # Numba sets up an object-mode call's Python environment where it lowers the
@@ -824,7 +925,7 @@ def build_source(spec):
             # blocks in both arms of an if (a cond) see it (else LLVM rejects the code)
             with em.block("with objmode():"):
                 em.line("pass")
-        for line in g.prologue:
+        for line in arena_lines + g.prologue:
             em.line(line)
     em.lines += g.em.lines
     em.level = 1
@@ -834,10 +935,12 @@ def build_source(spec):
     for a in (ip, fp):
         a.flags.writeable = False
     arrays = [_to_storage(np.array(v, copy=True)) for _, v in g.arrays]
-    buffers = [(_storage(a.dtype), tuple(a.shape)) for _, a in g.buffers]
-    index = {name: i for i, (name, _) in enumerate(g.buffers)}
-    views = [(index[base], shape) for _, base, shape in g.views]
-    return em.text(), g.kernels, ip, fp, arrays, (buffers, views), tuple(g.callbacks)
+    buffers = [(_storage(a.dtype), tuple(a.shape)) for _, a in own]
+    index = {name: i for i, (name, _) in enumerate(own)}
+    views = [(index[base], shape) for _, base, shape in views]
+    arenas = [(dt, size) for _, dt, size in arenas]
+    return (em.text(), g.kernels, ip, fp, arrays, (buffers, views, arenas),
+            tuple(g.callbacks))
 
 
 # A scan whose Python loop would take longer than this waits for its compiled driver.
@@ -855,7 +958,9 @@ class CompiledRunner:
         self.driver = driver
         self.ip, self.fp = ip, fp
         self.consts = consts             # writable copies, never written by the driver
-        self.buffers, self.views = buffers
+        # buffers of their own (dtype, shape), views of them (buffer, shape), arenas
+        # (dtype, elements)
+        self.buffers, self.views, self.arenas = buffers
         self.host = host
         # the host callbacks' entries (their tokens are in ``ip``): alive while this is
         self.callbacks = callbacks
@@ -863,9 +968,11 @@ class CompiledRunner:
         self.plain = not any(needs_view(a.dtype) for a in self.in_avals + self.out_avals)
 
     def _sig_spec(self) -> list:
-        return ([array_spec(self.ip.dtype, 1, True), array_spec(self.fp.dtype, 1, True)]
+        return ([array_spec(self.ip.dtype, 1, True), array_spec(self.fp.dtype, 1, True),
+                 array_spec(np.int64, 1, True)]
                 + [array_spec(a.dtype, a.ndim, False) for a in self.in_avals]
                 + [array_spec(c.dtype, c.ndim, False) for c in self.consts]
+                + [array_spec(dt, 1, False) for dt, _ in self.arenas]
                 + [array_spec(dt, len(shape), False) for dt, shape in self.buffers]
                 + [array_spec(self.buffers[b][0], len(shape), False)
                    for b, shape in self.views])
@@ -889,6 +996,12 @@ class CompiledRunner:
         eqns = sum(len(ex.program.jaxpr.jaxpr.eqns) for ex in self.host.exes)
         return p.get("length", 1) * eqns * _SECONDS_PER_EQN
 
+    def _buffers(self) -> list:
+        """The driver's arenas, buffers and views of them, fresh for one call."""
+        bufs = [np.empty(shape, dt) for dt, shape in self.buffers]
+        return ([np.empty(n, dt) for dt, n in self.arenas] + bufs
+                + [bufs[b].reshape(shape) for b, shape in self.views])
+
     def _compile(self):
         d = self.driver
         with d.lock:
@@ -896,21 +1009,7 @@ class CompiledRunner:
                 return
             t0 = time.perf_counter()
             try:
-                cached = d.on_disk()
-                for name, (h, spec) in d.kernels.items():
-                    if h.in_process:
-                        # its executor's dispatcher, compiled for ``spec`` (no disk cache
-                        # to load a second copy from)
-                        disp = h.serial()
-                        disp.disable_compile()
-                    elif cached:
-                        # a cached driver holds its kernels' code: loading it needs the
-                        # globals only if the entry turns out stale (then they compile)
-                        disp = dispatcher(h.module, "kernel", h.opts(False))
-                    else:   # (after a worker's compile: disk-cache loads)
-                        disp = _kernel_for_driver(h.module, "kernel", h.opts(False),
-                                                  numba_types(spec))
-                    setattr(d.module, name, disp)
+                d.link_kernels()
                 d.fn.compile(numba_types(self._sig_spec()))
                 d.compiled = True
                 stats["drivers_compiled"] += 1
@@ -946,13 +1045,12 @@ class CompiledRunner:
             if self.plain:
                 args = [np.array(a, copy=True, order="C") for a in arrays]
                 bufs = [np.empty(shape, dt) for dt, shape in self.buffers]
-                outs = d.fn(self.ip, self.fp, *args, *self.consts, *bufs,
+                outs = d.fn(self.ip, self.fp, d.kp, *args, *self.consts,
+                            *[np.empty(n, dt) for dt, n in self.arenas], *bufs,
                             *[bufs[b].reshape(shape) for b, shape in self.views])
                 return list(outs)
             args = [_writable(_to_storage(a)) for a in arrays]
-            bufs = [np.empty(shape, dt) for dt, shape in self.buffers]
-            views = [bufs[b].reshape(shape) for b, shape in self.views]
-            outs = d.fn(self.ip, self.fp, *args, *self.consts, *bufs, *views)
+            outs = d.fn(self.ip, self.fp, d.kp, *args, *self.consts, *self._buffers())
             return [_from_storage(o, a) for o, a in zip(outs, self.out_avals)]
         mode = config.jit_compile
         if config.debug_kernels or mode == "none" or d.failed is not None:
@@ -980,14 +1078,13 @@ class CompiledRunner:
             if not d.compiled:
                 return self.host(arrays)
         args = [_writable(_to_storage(a)) for a in arrays]
-        bufs = [np.empty(shape, dt) for dt, shape in self.buffers]
-        views = [bufs[b].reshape(shape) for b, shape in self.views]
+        bufs = self._buffers()
         if not self.callbacks:
-            outs = d.fn(self.ip, self.fp, *args, *self.consts, *bufs, *views)
+            outs = d.fn(self.ip, self.fp, d.kp, *args, *self.consts, *bufs)
             return [_from_storage(o, a) for o, a in zip(outs, self.out_avals)]
         err = None
         try:
-            outs = d.fn(self.ip, self.fp, *args, *self.consts, *bufs, *views)
+            outs = d.fn(self.ip, self.fp, d.kp, *args, *self.consts, *bufs)
         except BaseException as e:
             # a callback's exception propagates as it is; should Numba wrap it, the
             # callback's own exception (with its traceback) is raised instead

@@ -1034,10 +1034,16 @@ def test_a_driver_links_its_kernels_as_compiled_for_the_executor(rng, monkeypatc
     (step,) = [s for s in ex.program.steps if isinstance(s, LibraryCall) and s.kind == "scan"]
     driver = runner_for(dict(step.params)["spec"]).driver
     assert driver.compiled and driver.kernels
-    for name, (handle, spec) in driver.kernels.items():
-        disp = getattr(driver.module, name)
+    assert list(driver.kernel_fns) == list(driver.kernels) and len(driver.kp) == len(driver.kernels)
+    for k, (name, (handle, spec)) in enumerate(driver.kernels.items()):
+        disp = driver.kernel_fns[name]
         sigs = list(disp.overloads)
         assert len(sigs) == 1 and sigs[0] == handle.sig, (name, sigs)
+        # the driver calls that overload's code by its address (its module constant
+        # ``name`` is the index into KP), not a copy linked into the driver
+        cres = disp.overloads[sigs[0]]
+        assert getattr(driver.module, name) == k
+        assert driver.kp[k] == cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
     src = driver.text[driver.text.index("def driver("):]
     assert "np.empty(" not in src and ".copy()" not in src
 
