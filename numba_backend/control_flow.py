@@ -485,9 +485,19 @@ class _Gen:
         dts = {np.dtype(lhs_a.dtype), np.dtype(rhs_a.dtype), np.dtype(out_a.dtype)}
         if _F16 in dts or lhs_a.dtype != rhs_a.dtype:
             raise NotCompilable("dot_general on float16 or mixed dtypes")
-        name, src = _dot_helper(lhs_a, rhs_a, out_a, dict(step.params)["dimension_numbers"])
-        self.helpers[name] = src
+        dn = dict(step.params)["dimension_numbers"]
+        (lc, rc), (lb, rb) = dn
         v = self.alloc(out_a)
+        if not lb and lhs_a.dtype == out_a.dtype and np.dtype(out_a.dtype).kind in "fc" \
+                and lhs_a.ndim == 2 and rhs_a.ndim == 2 and len(lc) == 1:
+            # a matrix product: the shared, cached driver_runtime.dot_mm on (m, k) and
+            # (k, n) views (a transpose is an F-layout view, not a copy)
+            a = ins[0] if tuple(lc) == (1,) else f"{ins[0]}.T"
+            b = ins[1] if tuple(rc) == (0,) else f"{ins[1]}.T"
+            self.line(f"dot_mm({a}, {b}, {v})")
+            return v
+        name, src = _dot_helper(lhs_a, rhs_a, out_a, dn)
+        self.helpers[name] = src
         self.line(f"{name}({ins[0]}, {ins[1]}, {v})")
         return v
 
@@ -853,14 +863,14 @@ def _arenas(g, outs):
         first = -(-arena[1] // step) * step
         arena[1] = first + int(np.prod(aval.shape, dtype=np.int64))
         where[v] = (arena[0], first)
-        lines.append(f"{v} = arena_view({arena[0]}, IP[{g.int_range([first])[0]}], "
-                     f"{g.dims(aval.shape)})")
+        k, _ = g.int_range([first, *aval.shape])
+        lines.append(f"{v} = arena_view({arena[0]}, IP, {k}, {aval.ndim})")
     views = []
     for v, base, shape in g.views:
         if base in where:
             name, first = where[base]
-            lines.append(f"{v} = arena_view({name}, IP[{g.int_range([first])[0]}], "
-                         f"{g.dims(shape)})")
+            k, _ = g.int_range([first, *shape])
+            lines.append(f"{v} = arena_view({name}, IP, {k}, {len(shape)})")
         else:
             views.append((v, base, shape))
     return own, views, [(n, dt, size) for dt, (n, size) in arenas.items()], lines
@@ -887,7 +897,8 @@ def build_source(spec):
         em.line("from numba_backend.blas import matmul_into, matvec_into, vecmat_into")
     runtime = [n for n, used in (("arena_view", arena_lines),
                                  ("call_kernel", g.kernels),
-                                 ("copy_c", any("copy_c(" in ln for ln in g.em.lines)))
+                                 ("copy_c", any("copy_c(" in ln for ln in g.em.lines)),
+                                 ("dot_mm", any("dot_mm(" in ln for ln in g.em.lines)))
                if used]
     if runtime:
         em.line(f"from numba_backend.driver_runtime import {', '.join(runtime)}")

@@ -17,8 +17,10 @@ own statements:
   Python wrapper, its fields in the function's signature): a driver of 56 arrays spent
   0.6 s on them. The scratch buffers of one dtype are carved out of one array (an
   arena) by ``arena_view``, a few instructions each.
-- ``copy_c`` replaces the per-driver ``register_jitable`` copy loops: compiled once per
-  dtype and rank and kept in Numba's disk cache, a driver calling it types a call only.
+- ``copy_c`` and ``dot_mm`` replace per-driver ``register_jitable`` copy loops and
+  matrix products: compiled once per argument types and kept in Numba's disk cache, a
+  driver calling them types a call only (a generated matrix product helper cost each
+  driver 0.2-0.4 s of typing).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
 
+from numba_backend.blas import matmul_into, matvec_into, vecmat_into
 from numba_backend.views import reshape_c
 
 # A kernel's return type (it ends in ``return 0``): what ``call_kernel`` reserves for
@@ -63,34 +66,34 @@ def call_kernel(typingctx, addr, *args):
     return types.none(addr, types.StarArgTuple.from_types(args)), codegen
 
 
-@intrinsic
-def arena_view(typingctx, arena, start, shape):
-    """A C-contiguous view of ``arena`` (a 1-D C-contiguous array) from element
-    ``start`` on, of ``shape`` (a tuple of integers, every extent >= 0), sharing the
-    arena's data and owner. Nothing is checked: the caller sized the arena."""
+@intrinsic(prefer_literal=True)
+def arena_view(typingctx, arena, ip, k, nd):
+    """A C-contiguous view of ``arena`` (a 1-D C-contiguous array) of rank ``nd``, from
+    element ``ip[k]`` on, of extents ``ip[k + 1 : k + 1 + nd]`` (``ip``: a 1-D int64
+    array; ``k`` and ``nd`` constants), sharing the arena's data and owner. The reads
+    of ``ip`` are plain loads (a driver's ``IP[j]`` each costs an indexing's typing and
+    lowering). Nothing is checked: the caller sized the arena and ``ip``."""
     if not isinstance(arena, types.Array) or arena.layout != "C" or arena.ndim != 1 or \
-            not isinstance(start, types.Integer):
+            not isinstance(ip, types.Array) or ip.ndim != 1 or ip.layout != "C" or \
+            ip.dtype != types.int64 or not isinstance(k, types.IntegerLiteral) or \
+            not isinstance(nd, types.IntegerLiteral):
         return None
-    if isinstance(shape, types.UniTuple) and isinstance(shape.dtype, types.Integer):
-        nd = shape.count
-    elif isinstance(shape, types.Tuple) and len(shape) == 0:
-        nd = 0
-    else:
-        return None
-    ret = arena.copy(ndim=nd, layout="C")
+    first_k, rank = k.literal_value, nd.literal_value
+    ret = arena.copy(ndim=rank, layout="C")
 
     def codegen(context, builder, sig, args):
-        aryty, startty, shapety = sig.args
+        aryty, ipty = sig.args[:2]
         ary = context.make_array(aryty)(context, builder, args[0])
+        ipa = context.make_array(ipty)(context, builder, args[1])
         intp = context.get_value_type(types.intp)
-        dims = [context.cast(builder, d, shapety[k], types.intp)
-                for k, d in enumerate(cgutils.unpack_tuple(builder, args[2], nd))]
-        first = context.cast(builder, args[1], startty, types.intp)
-        strides = [None] * nd
+        vals = [builder.load(builder.gep(ipa.data, [context.get_constant(types.intp, j)]))
+                for j in range(first_k, first_k + 1 + rank)]
+        first, dims = vals[0], vals[1:]
+        strides = [None] * rank
         step = ary.itemsize
-        for k in reversed(range(nd)):
-            strides[k] = step
-            step = builder.mul(step, dims[k])
+        for d in reversed(range(rank)):
+            strides[d] = step
+            step = builder.mul(step, dims[d])
         out = context.make_array(sig.return_type)(context, builder)
         populate_array(out, data=builder.gep(ary.data, [first]),
                        shape=cgutils.pack_array(builder, dims, ty=intp),
@@ -98,7 +101,7 @@ def arena_view(typingctx, arena, start, shape):
                        itemsize=ary.itemsize, meminfo=ary.meminfo, parent=ary.parent)
         return impl_ret_borrowed(context, builder, sig.return_type, out._getvalue())
 
-    return ret(arena, start, shape), codegen
+    return ret(arena, ip, k, nd), codegen
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -111,3 +114,33 @@ def copy_c(src, dst):
     d = reshape_c(dst, (n,))
     for j in range(n):
         d[j] = s[j]
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def dot_mm(a, b, out):
+    """``out[:] = a @ b`` for 2-D arrays of one float or complex dtype, ``a`` (m, k) and
+    ``b`` (k, n) each C or F layout (a transpose is an F-layout view), ``out`` (m, n)
+    C-contiguous: the matrix products of the drivers' ``dot_general`` steps, compiled
+    once per dtype and layouts instead of typed by each driver. The same calls as
+    ``np.dot`` (``numba_backend.blas``), so the same bits."""
+    m, k = a.shape
+    n = b.shape[1]
+    if k == 1:
+        # a single contracted element (an outer product): BLAS GEMM with k = 1 is slow;
+        # the loop gives the same exact products
+        for i in range(m):
+            for j in range(n):
+                out[i, j] = a[i, 0] * b[0, j]
+    elif k == 0:
+        # (BLAS takes no empty operand)
+        for i in range(m):
+            for j in range(n):
+                out[i, j] = 0
+    elif n == 1 and m > 1:
+        # a matrix times a vector: GEMV, as NumPy's matmul and dot call it (GEMM with
+        # n = 1 costs 3-8 times as much at 128 x 128); 1 x 1 products stay with GEMM
+        matvec_into(a, b, out)
+    elif m == 1 and n > 1:
+        vecmat_into(a, b, out)
+    elif m != 0 and n != 0:
+        matmul_into(a, b, out)
