@@ -12,14 +12,16 @@ emitted as statements inside a real ``for`` (scan), ``while`` (while) or ``if``/
   statements of the loop, its locals renamed, its arrays the driver's buffers, its
   integers (extents, offsets) constants of the source and its floats read from ``FP``
   once, before the loop; LLVM then unrolls its few elements and sees the whole body;
-- any other kernel step calls the kernel (a Numba dispatcher of the kernel module that
-  ``numba_backend.cache`` wrote, compiled for the kernel's own signature and closed to
-  other compiles, so the driver links the code the executor uses instead of compiling a
-  second variant for writable arrays), passing its runtime integers and floats as slices
-  of ``IP``/``FP``;
-- a ``dot_general`` library call calls a generated helper (BLAS through ``np.dot`` on
-  contiguous (batch, free, contracting) views, integer types by loops), from the step's
-  avals and params;
+- any other kernel step calls the kernel by address (``driver_runtime.call_kernel``:
+  the kernel module's dispatcher, compiled for the kernel's own signature and closed to
+  other compiles, its function's address in the driver's ``KP`` argument, which
+  ``Driver.link_kernels`` fills in), passing its runtime integers and floats as slices
+  of ``IP``/``FP``: the driver holds a call, not a second copy of the kernel that LLVM
+  would optimize and compile again with the driver;
+- a ``dot_general`` library call of two float matrices calls ``driver_runtime.dot_mm``
+  (cached, BLAS through ``numba_backend.blas``) on (possibly transposed) views; others
+  call a generated helper (BLAS through ``np.dot`` on contiguous (batch, free,
+  contracting) views, integer types by loops), from the step's avals and params;
 - a ``reshape_view`` library call is a reshape of the buffer;
 - a ``numba_call`` library call calls the user's kernel as a Numba function (through
   ``numba_backend.user_functions``; such a driver compiles in this process, without the
@@ -33,6 +35,9 @@ emitted as statements inside a real ``for`` (scan), ``while`` (while) or ``if``/
 Every buffer (step outputs, carries, stacked ys) and every reshaped view of a buffer that
 stays bound to one array is allocated by ``CompiledRunner`` and passed in: an ``np.empty``
 or ``reshape`` inside the driver costs Numba about a tenth of a second of compile each.
+Buffers the driver may return (carries, ys, a cond's results) are arguments of their
+own; the scratch ones are views (``driver_runtime.arena_view``) of one arena argument
+per dtype, since each array argument costs about 10 ms of compile.
 Carries are variables rebound each iteration (every step writes fresh buffers, so nothing
 is overwritten while it is read), ys are written into preallocated stacked arrays, and
 every shape-dependent integer (loop counts, buffer extents, kernel params) is read from

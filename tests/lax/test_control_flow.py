@@ -927,8 +927,9 @@ def test_compiled_loops_are_generated(rng):
     w = rng.standard_normal((3, 3))
     text = _driver_text(lambda w, x: lax.scan(lambda h, _: (tnp.tanh(w @ h), None), x, None,
                                               length=3)[0], w, x)
-    # (through numba_backend.blas.matmul_into: the product is (3, 3) x (3, 1))
-    assert "matmul_into(" in text and "np.dot(" not in text
+    # (through driver_runtime.dot_mm, numba_backend.blas's GEMM/GEMV: the product is
+    # (3, 3) x (3, 1))
+    assert "dot_mm(" in text and "np.dot(" not in text
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
@@ -952,7 +953,7 @@ def test_driver_matrix_products_equal_the_python_loop(dtype, m, k, n, rng):
         return (h, a @ y + lax.dot_general(b, y, (((0,), (0,)), ((), ())))), None
 
     f = tracer.jit(lambda h, g: lax.scan(body, (h, g), None, length=2)[0])
-    assert "matmul_into(" in f.lower(h0, np.zeros((m, n), dtype)).as_text()
+    assert "dot_mm(" in f.lower(h0, np.zeros((m, n), dtype)).as_text()
     h, g = f(h0, np.zeros((m, n), dtype))
     eh, eg = h0, np.zeros((m, n), dtype)
     for _ in range(2):
@@ -966,8 +967,8 @@ def test_driver_matrix_products_equal_the_python_loop(dtype, m, k, n, rng):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 def test_driver_matrix_vector_products_equal_eager(dtype, rng):
-    # A matrix times a vector in a compiled loop goes through GEMV (matvec_into,
-    # vecmat_into), as NumPy's matmul does eagerly: the same bits, in C and F (transposed)
+    # A matrix times a vector in a compiled loop goes through GEMV (driver_runtime.dot_mm:
+    # matvec_into, vecmat_into), as NumPy's matmul does eagerly: the same bits, in C and F (transposed)
     # layouts, a value used twice, forward and reverse (grad) scans, vmap of a scan and
     # grad of a fori_loop.
     def mk(*shape):
@@ -984,7 +985,7 @@ def test_driver_matrix_vector_products_equal_eager(dtype, rng):
 
     f = lambda w0, h, xs: lax.scan(lambda h, x: body(h, x), h, xs)
     text = tracer.jit(f).lower(w, h0, xs).as_text()
-    assert "matvec_into(" in text and "vecmat_into(" in text
+    assert "dot_mm(" in text
     got, want = tracer.jit(f)(w, h0, xs), f(w, h0, xs)
     for g, e in zip(tracer.tree_util.tree_leaves(got), tracer.tree_util.tree_leaves(want)):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
