@@ -193,10 +193,25 @@ def _warm_kernel_idioms():
         4, np.float32(1), np.float64(1))
 
 
+def _warm_driver_runtime():
+    # the cached copy and matrix-product functions loop drivers call, for the common
+    # float types: compiled into (or loaded from) Numba's disk cache before the first
+    # driver's compile needs them
+    import numpy as np
+    from numba_backend.driver_runtime import copy_c, dot_mm
+    for dt in (np.float32, np.float64):
+        for shape in ((2,), (2, 2)):
+            copy_c(np.zeros(shape, dt), np.zeros(shape, dt))
+        a = np.ones((2, 2), dt)
+        dot_mm(a, a, np.zeros((2, 2), dt))
+
+
 # in order: Numba's import (the cheap way) with its typing and target contexts; the
 # compiled pairwise-sum helpers every float reduction kernel calls (typed once per
-# process and argument types: 0.4 s of the first such kernel); the kernels' other idioms
-WARM_UP_STEPS = (_warm_numba, _warm_pairwise_sums, _warm_kernel_idioms)
+# process and argument types: 0.4 s of the first such kernel); the kernels' other
+# idioms; the loop drivers' shared functions
+WARM_UP_STEPS = (_warm_numba, _warm_pairwise_sums, _warm_kernel_idioms,
+                 _warm_driver_runtime)
 
 
 def warm_up(stream=None) -> None:

@@ -397,7 +397,8 @@ def test_a_kernel_calling_fma_loads_from_the_disk_cache_in_a_fresh_process(tmp_p
     assert (np.abs(got[keep].view(np.int32) - want[keep].view(np.int32)) <= 1).all()
 
 
-@pytest.mark.parametrize("step", ["_warm_numba", "_warm_pairwise_sums", "_warm_kernel_idioms"])
+@pytest.mark.parametrize("step", ["_warm_numba", "_warm_pairwise_sums", "_warm_kernel_idioms",
+                                  "_warm_driver_runtime"])
 def test_warm_up_steps_compile(step):
     # warm_up swallows a failing step (it is an optimisation): each step must work, or
     # every worker silently loses what it was meant to save
