@@ -972,7 +972,8 @@ class CompiledRunner:
                     elif self.kind == "cond" or self._host_seconds() < _HOST_BUDGET_S:
                         return self.host(arrays)
                     # else a long scan: waiting for its compile beats running it in Python
-                reply = d.job.result()
+                with pool.waiting():
+                    reply = d.job.result()
                 if not reply["ok"]:
                     self._fail(reply.get("error"))
                     return self.host(arrays)

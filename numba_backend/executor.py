@@ -303,10 +303,11 @@ class Executable:
         """Block until the background compiles (if any) are done, then switch tiers."""
         jobs = self._jobs
         if jobs is not None:
-            for _, f in jobs:
-                f.result()
-            for f in self._primes:
-                f.result()
+            with pool.waiting():
+                for _, f in jobs:
+                    f.result()
+                for f in self._primes:
+                    f.result()
             self._switch()
 
     # -- NumPy tier --
