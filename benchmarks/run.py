@@ -44,34 +44,24 @@ os.environ.setdefault("TRACER_JIT_COMPILE", "sync")
 import tracer  # noqa: E402
 import tracer.numpy as tnp  # noqa: E402
 
+import timing  # noqa: E402
 import workloads  # noqa: E402
 
 
-def median_time(fn, *args, repeat=7, min_time=0.0):
-    fn(*args)   # warm up (and compile)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn(*args)
-        _block(out)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def interleaved_medians(fns, repeat):
-    """Median times of several functions measured in turns (A B A B ...), so that the
-    load of a shared machine weighs on all of them alike."""
-    for fn, a in fns:
-        if fn is not None:
-            _block(fn(*a))      # warm up (and compile)
+    """Median seconds per call of several functions measured in turns (A B A B ...), so
+    that the load of a shared machine weighs on all of them alike; each turn is a sample
+    of back-to-back calls (``timing``), as ``jax_workloads`` times JAX."""
+    calls = [None if fn is None else (lambda fn=fn, a=a: _block(fn(*a))) for fn, a in fns]
+    for call in calls:
+        if call is not None:
+            call()      # warm up (and compile)
+    ks = [None if call is None else timing.batch_size(call) for call in calls]
     times = [[] for _ in fns]
     for _ in range(repeat):
-        for k, (fn, a) in enumerate(fns):
-            if fn is None:
-                continue
-            t0 = time.perf_counter()
-            _block(fn(*a))
-            times[k].append(time.perf_counter() - t0)
+        for k, call in enumerate(calls):
+            if call is not None:
+                times[k].append(timing.sample(call, ks[k]))
     return [float(np.median(t)) if t else None for t in times]
 
 
