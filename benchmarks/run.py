@@ -6,7 +6,8 @@
     python benchmarks/run.py --jax-python /path/to/python-with-jax
 
 JAX figures come from ``benchmarks/jax_workloads.py``, run in-process when ``jax`` imports
-here, else in a subprocess of ``--jax-python`` (or $TRACER_BENCH_JAX_PYTHON). Kernels are
+here, else in a subprocess of ``--jax-python`` (or $TRACER_BENCH_JAX_PYTHON), which
+``--threads N`` confines to N CPUs (XLA:CPU's own thread pool ignores the thread flags). Kernels are
 compiled before timing (``jit_compile="sync"``); first-call latency is measured separately
 in fresh processes, with an empty and with a warm kernel cache.
 """
@@ -89,11 +90,21 @@ def run_jax(names, quick, jax_python):
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jax_workloads.py")
     args = [jax_python, script, "--json"] + (["--quick"] if quick else []) + list(names)
     env = dict(os.environ)
-    if os.environ.get("OMP_NUM_THREADS") == "1":     # --threads 1: single-threaded XLA too
-        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
-                            " intra_op_parallelism_threads=1").strip()
+    cpus = None
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if threads:     # --threads N: XLA's pools too
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen="
+                            + ("false" if threads == "1" else "true")).strip()
+        # XLA:CPU runs independent thunks on a pool of its own whatever the flags say
+        # (measured: 1.4-1.8 CPU seconds per second in mlp_train_step, conv2d and
+        # softmax_rows with the Eigen flag off), so the process gets N CPUs, as tracer
+        # and NumPy get N threads
+        if hasattr(os, "sched_getaffinity"):
+            cpus = sorted(os.sched_getaffinity(0))[:int(threads)]
     try:
-        out = subprocess.run(args, capture_output=True, text=True, timeout=1800, env=env)
+        out = subprocess.run(args, capture_output=True, text=True, timeout=1800, env=env,
+                             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus
+                             else None)
         return json.loads(out.stdout.strip().splitlines()[-1])
     except Exception as e:   # JAX is optional
         print(f"(JAX figures unavailable: {e})")
