@@ -25,8 +25,8 @@ from lowering.ir import (INDEX, AccRef, Const, FParam, HostStep, IParam, Kernel,
                          KernelStep, LibraryCall, Load, LoopIndex, PartRef, Program,
                          Reduction, Store)
 from lowering.rules import (CALL_COST, ExprContext, Operand, StructuredContext,
-                            apply_scalar_rule, classify, lowering_rules, python_scalar,
-                            reduction_rules, remap_rules)
+                            apply_scalar_rule, classify, loop_body, lowering_rules,
+                            python_scalar, reduction_rules, remap_rules)
 from tracer.core import ShapedArray
 from tracer.jaxpr import Literal, Var, _Namer, _pp_eqn
 
@@ -221,7 +221,8 @@ class _Fuser(StructuredContext):
 
     def lower_subjaxpr(self, closed_jaxpr):
         from lowering import pipeline    # (pipeline imports this module)
-        return pipeline.lower(closed_jaxpr)
+        with loop_body():
+            return pipeline.lower(closed_jaxpr)
 
     # -- main --
     def run(self) -> Program:
