@@ -5,8 +5,12 @@
 
 - kernels get their inputs as read-only C-contiguous arrays (float16 and the
   ml_dtypes types as their bits: ``numba_backend.storage``) and
-  their outputs freshly allocated by NumPy (large buffers allocated inside njit code
-  page-fault heavily); the parallel variant runs when the iteration count reaches
+  their outputs allocated by NumPy (large buffers allocated inside njit code
+  page-fault heavily), or, for an output of at least 64 KB, an earlier call's temporary
+  of that shape and dtype: a kernel output that dies within a call, with nothing else
+  referring to it, is kept for the next (at most 256 MB per program);
+  ``numba_backend.memory`` sets the process's allocator policy for the rest; the
+  parallel variant runs when the iteration count reaches
   ``config.parallel_threshold`` and Numba has more than one thread;
 - library calls run their kind's implementation (``numba_backend.library``) and host
   steps their primitive's NumPy impl, on whole arrays; their results are cast to the
@@ -28,12 +32,13 @@ import os
 import queue
 import threading
 import time
+from sys import getrefcount
 from concurrent.futures import Future
 
 import numpy as np
 
 from lowering.ir import HostStep, KernelStep, LibraryCall, Program
-from numba_backend import cache, codegen, library
+from numba_backend import cache, codegen, library, memory
 from numba_backend.compile_worker import library_job
 from numba_backend.storage import needs_view, to_storage
 from numba_backend.workers import pool
@@ -42,11 +47,18 @@ from tracer.core import Token, new_base_main
 from tracer.jaxpr import eval_jaxpr_impls
 
 logger = logging.getLogger("tracer")
+memory.tune_malloc()
 STRICT = os.environ.get("TRACER_STRICT_LOWERING", "") not in ("", "0")
 # Library calls whose implementation compiles nothing (or has its own compile path; a
 # user's kernel, numba_call, exists in this process only).
 _UNPRIMED_KINDS = {"dot_general", "reshape_view", "scan", "while", "cond", "numba_call"}
 _PRIME_MAX_BYTES = 64 << 20
+# Kernel outputs of at least this size that die within a call are kept for the next
+# call's kernels (up to _POOL_MAX_BYTES per program): a fresh large buffer comes from
+# mmap and page-faults on its first writes (two live 1 MB float64 temporaries: 0.87 ms
+# per pass instead of 0.03 ms).
+_POOL_MIN_BYTES = 1 << 16
+_POOL_MAX_BYTES = 256 << 20
 
 
 class _Background:
@@ -129,6 +141,9 @@ class Executable:
         self._prime_of = {}  # id(library step) -> the Future of its priming job
         self._lock = threading.Lock()
         self._plan_compiled = None
+        # (shape, dtype) -> kernel output arrays of earlier calls, free for reuse
+        self._pool: dict = {}
+        self._pool_bytes = 0
 
     # -- planning: slots, per-step closures --
     def _plan(self):
@@ -324,6 +339,7 @@ class Executable:
         bufs = p.buffers
         slot = self.slot
         plan = []
+        pooled = {}     # slot -> (shape, dtype) of large plain kernel outputs
         k = 0
         for i, step in enumerate(p.steps):
             frees = tuple(self.frees[i])
@@ -342,6 +358,11 @@ class Executable:
                              step.flat, f16, ip, fp,
                              work if kern.parallel_dim is not None else None,
                              bool(kern.reductions or all(step.iparams[:kern.ndim])), frees))
+                if not f16:
+                    for o in step.outs:
+                        a = bufs[o]
+                        if a.size * np.dtype(a.dtype).itemsize >= _POOL_MIN_BYTES:
+                            pooled[slot[o]] = (tuple(a.shape), np.dtype(a.dtype))
             elif isinstance(step, LibraryCall) and step.kind == "reshape_view":
                 # a view of a read-only C-contiguous array is one, of the same dtype
                 plan.append(("v", slot[step.ins[0]], slot[step.outs[0]],
@@ -352,13 +373,18 @@ class Executable:
                 fb = library.numpy_fallback(step.kind)
                 if fut is not None and fb is not None and not fut.done():
                     plan.append(("p", step, fn, params, tuple(slot[x] for x in step.ins),
-                                 frees, fut, fb))
+                                 fut, fb, frees))
                 else:
                     plan.append(("l", step, fn, params, tuple(slot[x] for x in step.ins),
                                  frees))
             else:
                 plan.append(("h", step, frees))
-        return plan
+        # (every entry ends with its frees) a freed slot holding a large kernel output
+        # goes back to the pool (if nothing else refers to it then): its key, else None
+        keep = {sl for sl, _ in self.const_values} | {
+            self.slot[o] for o in p.outvars if isinstance(o, str)}
+        return [entry[:-1] + (tuple((sl, pooled.get(sl) if sl not in keep else None)
+                                    for sl in entry[-1]),) for entry in plan]
 
     def run_compiled(self, args, debug=False):
         if debug:
@@ -372,6 +398,7 @@ class Executable:
         for s, v in self.const_values:
             env[s] = v
         empty = np.empty
+        pool = self._pool
         for entry in plan:
             kind = entry[0]
             if kind == "k":
@@ -380,7 +407,21 @@ class Executable:
                     self._run_kernel(step, h, env, False, config.parallel_threshold)
                 else:
                     vals = [env[s] for s in ins]
-                    res = [empty(shape, dt) for _, shape, dt in outs]
+                    res = []
+                    for _, shape, dt in outs:
+                        free = pool.get((shape, dt))
+                        a = None
+                        if free:
+                            try:        # (another thread may have taken the last one)
+                                a = free.pop()
+                            except IndexError:
+                                pass
+                        if a is None:
+                            a = empty(shape, dt)
+                        else:
+                            self._pool_bytes -= a.nbytes
+                            a.flags.writeable = True
+                        res.append(a)
                     fn = h._serial
                     if fn is None:
                         fn = h.serial()
@@ -396,6 +437,7 @@ class Executable:
                     for (sl, _, _), a in zip(outs, res):
                         a.flags.writeable = False
                         env[sl] = a
+                    vals = res = a = None     # (references the pool's check counts)
             elif kind == "v":
                 _, src, dst, shape, frees = entry
                 env[dst] = env[src].reshape(shape)
@@ -405,7 +447,7 @@ class Executable:
             elif kind == "p":
                 # its kernels are still compiling in a worker: the NumPy fallback, until
                 # they are in the disk cache
-                _, step, fn, params, ins, frees, fut, fb = entry
+                _, step, fn, params, ins, fut, fb, frees = entry
                 if fut.done():
                     self._plan_compiled = None    # replanned without the fallbacks
                 else:
@@ -416,8 +458,14 @@ class Executable:
             else:
                 _, step, frees = entry
                 self._run_host(step, env)
-            for s in frees:
+            for s, key in frees:
+                a = env[s]
                 env[s] = None
+                # (2: ``a`` and getrefcount's argument: no view, caller or cache holds it)
+                if key is not None and getrefcount(a) == 2 and \
+                        self._pool_bytes + a.nbytes <= _POOL_MAX_BYTES:
+                    pool.setdefault(key, []).append(a)
+                    self._pool_bytes += a.nbytes
         return [env[r] if kind == "slot" else r for kind, r in self.out_refs]
 
     def _run_compiled_debug(self, args):
