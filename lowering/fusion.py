@@ -255,7 +255,8 @@ class _Fuser(StructuredContext):
             else:
                 outvars.append(self.names[a])
         return Program(tuple(invars), tuple(self.consts), tuple(outvars),
-                       tuple(v.aval for v in jaxpr.outvars), self.buffers, steps, self.closed)
+                       tuple(v.aval for v in jaxpr.outvars), self.buffers, steps, self.closed,
+                       {b: v for v, b in self.names.items()})
 
     def _classify(self):
         for eqn in self.jaxpr.eqns:

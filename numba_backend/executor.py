@@ -18,7 +18,8 @@
 - a slot is released after its last use.
 
 Tiers (``config.jit_compile``): "sync" compiles every kernel before the first run;
-"async" runs the optimized jaxpr through the NumPy impls (the eager reference) while
+"async" runs the optimized jaxpr through the NumPy impls (the eager reference), then each
+step compiled as soon as its kernel is (the mixed tier, ``_mixed``), while
 compile workers (``numba_backend.workers``: other processes, so the program keeps its
 GIL) compile into the disk cache, then loads the kernels from there and switches; "none"
 never compiles. With
@@ -44,7 +45,7 @@ from numba_backend.storage import needs_view, to_storage
 from numba_backend.workers import pool
 from tracer.config import config
 from tracer.core import Token, new_base_main
-from tracer.jaxpr import eval_jaxpr_impls
+from tracer.jaxpr import Jaxpr, Var, eval_jaxpr_impls
 
 logger = logging.getLogger("tracer")
 memory.tune_malloc()
@@ -144,6 +145,12 @@ class Executable:
         # (shape, dtype) -> kernel output arrays of earlier calls, free for reuse
         self._pool: dict = {}
         self._pool_bytes = 0
+        # the mixed tier: the plan running compiled what is compiled (None: not made;
+        # False: not possible), and the compile jobs whose end changes it
+        self._plan_mixed = None
+        self._mixed_waits: list = []
+        self._fallbacks: dict = {}   # id(step) -> its NumPy slice (``_slice_fallback``)
+        self._broken: set = set()    # kernel handles whose compile failed: their slices run
 
     # -- planning: slots, per-step closures --
     def _plan(self):
@@ -187,7 +194,8 @@ class Executable:
         try:
             before = cache.stats["compiled"]
             for h in self.handles:
-                h.serial()
+                if h not in self._broken:
+                    h.serial()
             self.state = "ready"
             if cache.stats["compiled"] - before >= 4:
                 # Numba leaves many cyclic objects behind; collect them now rather than in
@@ -272,13 +280,18 @@ class Executable:
                 return
             failed = [(h, f.result()) for h, f in self._jobs if not f.result()["ok"]]
             if failed:
-                self.state = "failed"
+                self._broken.update(h for h, _ in failed)
+                kernel_steps = [st for st in self.program.steps if isinstance(st, KernelStep)]
+                sliced = all(self._fallback(st) is not None
+                             for st, h in zip(kernel_steps, self.handles) if h in self._broken)
                 for h, r in failed:
-                    logger.warning("tracer: kernel %s of %s failed to compile (%s); %s keeps "
-                                   "running through the NumPy impls. This is a bug in "
+                    logger.warning("tracer: kernel %s of %s failed to compile (%s); %s runs "
+                                   "its equations through the NumPy impls. This is a bug in "
                                    "tracer's backend; please report it.", h.path, self.name,
-                                   r.get("error"), self.name)
-                return
+                                   r.get("error"), "it" if sliced else self.name)
+                if not sliced:
+                    self.state = "failed"
+                    return
             t0 = time.perf_counter()
             self.ensure_compiled()
             if self.state == "ready" and config.log_compiles:
@@ -310,9 +323,40 @@ class Executable:
                     # from Python: rather wait for this program's own kernels (the loops
                     # then follow their drivers' policy, numba_backend.control_flow).
                     self.wait()
+                else:
+                    plan = self._mixed()
+                    if plan:
+                        return self.run_compiled(args, plan=plan)
             if self.state == "ready":
                 return self.run_compiled(args)
         return self.run_numpy(args)
+
+    # -- the mixed tier --
+    def _mixed(self):
+        """The plan of the mixed tier, rebuilt when a compile it waits for has ended:
+        compiled kernels (loaded from the disk cache as their workers finish) and primed
+        library calls run as in the compiled tier, every other step through its slice of
+        the optimized jaxpr (``_slice_fallback``). None (the NumPy tier runs) while no
+        kernel is compiled, or where a pending step has no slice."""
+        plan = self._plan_mixed
+        if plan is None or any(f.done() for f in self._mixed_waits):
+            with self._lock:
+                if self.state != "pending" or self._jobs is None:
+                    return None
+                plan = self._compiled_steps(mixed=True)
+                if not plan:
+                    # tried again when any compile ends
+                    self._mixed_waits = [f for _, f in self._jobs if not f.done()] + \
+                        [f for f in self._primes if not f.done()]
+                    plan = False
+                self._plan_mixed = plan
+        return plan
+
+    def _fallback(self, step):
+        fb = self._fallbacks.get(id(step), 0)
+        if fb == 0:
+            fb = self._fallbacks[id(step)] = _slice_fallback(self.program, step)
+        return fb
 
     def wait(self):
         """Block until the background compiles (if any) are done, then switch tiers."""
@@ -331,18 +375,43 @@ class Executable:
         return eval_numpy(closed.jaxpr, closed.consts, args)
 
     # -- compiled tier --
-    def _compiled_steps(self):
+    def _compiled_steps(self, mixed=False):
         """The steps as tuples of what running them needs, looked up once: slots, output
         shapes and dtypes, kernel params, implementations (the per-step dictionary and
-        attribute lookups cost more than a small kernel's run)."""
+        attribute lookups cost more than a small kernel's run). ``mixed``: the mixed
+        tier's plan (see ``_mixed``), or None."""
         p = self.program
         bufs = p.buffers
         slot = self.slot
         plan = []
         pooled = {}     # slot -> (shape, dtype) of large plain kernel outputs
         k = 0
+        waits, compiled = [], 0
+        jobs = dict(self._jobs or ())
         for i, step in enumerate(p.steps):
             frees = tuple(self.frees[i])
+            if isinstance(step, KernelStep) and (mixed or self._broken):
+                h = self.handles[k]
+                fut = jobs.get(h)
+                if not h.ready and h not in self._broken and mixed:
+                    if fut is not None and fut.done() and fut.result()["ok"]:
+                        try:
+                            h.serial()          # a disk-cache load: milliseconds
+                        except Exception as e:
+                            self._failed(e)
+                            return None
+                    elif fut is not None and fut.done():
+                        self._broken.add(h)
+                if not h.ready:
+                    fb = self._fallback(step)
+                    if fb is None:
+                        return None
+                    if fut is not None and not fut.done():
+                        waits.append(fut)
+                    k += 1
+                    plan.append(("f", step, fb, tuple(slot[x] for x in step.ins), frees))
+                    continue
+                compiled += 1
             if isinstance(step, KernelStep):
                 h = self.handles[k]
                 k += 1
@@ -371,6 +440,15 @@ class Executable:
                 fn, params = self.library_calls[id(step)]
                 fut = self._prime_of.get(id(step))
                 fb = library.numpy_fallback(step.kind)
+                if mixed and fut is not None and not fut.done():
+                    waits.append(fut)
+                    if fb is None:
+                        sl = self._fallback(step)
+                        if sl is None:
+                            return None
+                        plan.append(("f", step, sl, tuple(slot[x] for x in step.ins),
+                                     frees))
+                        continue
                 if fut is not None and fb is not None and not fut.done():
                     plan.append(("p", step, fn, params, tuple(slot[x] for x in step.ins),
                                  fut, fb, frees))
@@ -383,15 +461,25 @@ class Executable:
         # goes back to the pool (if nothing else refers to it then): its key, else None
         keep = {sl for sl, _ in self.const_values} | {
             self.slot[o] for o in p.outvars if isinstance(o, str)}
-        return [entry[:-1] + (tuple((sl, pooled.get(sl) if sl not in keep else None)
+        plan = [entry[:-1] + (tuple((sl, pooled.get(sl) if sl not in keep else None)
                                     for sl in entry[-1]),) for entry in plan]
+        if mixed:
+            if not compiled:
+                return None     # the whole-jaxpr NumPy tier is the same, and cheaper
+            if config.log_compiles:
+                logger.warning("tracer: %s runs %d of its %d kernels compiled, the rest "
+                               "through the NumPy impls", self.name, compiled,
+                               len(self.handles))
+            self._mixed_waits = waits
+        return plan
 
-    def run_compiled(self, args, debug=False):
+    def run_compiled(self, args, debug=False, plan=None):
         if debug:
             return self._run_compiled_debug(args)
-        plan = self._plan_compiled
         if plan is None:
-            plan = self._plan_compiled = self._compiled_steps()
+            plan = self._plan_compiled
+            if plan is None:
+                plan = self._plan_compiled = self._compiled_steps()
         env = [None] * self.n_slots
         for s, a in zip(self.in_slots, args):
             env[s] = _prep(a)
@@ -441,6 +529,10 @@ class Executable:
             elif kind == "v":
                 _, src, dst, shape, frees = entry
                 env[dst] = env[src].reshape(shape)
+            elif kind == "f":
+                # not compiled (yet): the step's slice of the jaxpr, on the NumPy impls
+                _, step, fn, ins, frees = entry
+                self._store(step.outs, fn([env[s] for s in ins]), env)
             elif kind == "l":
                 _, step, fn, params, ins, frees = entry
                 self._store(step.outs, fn(*[env[s] for s in ins], **params), env)
@@ -585,6 +677,51 @@ def _parallel_ok() -> bool:
         import numba
         _par_ok = numba.config.NUMBA_NUM_THREADS > 1
     return _par_ok
+
+
+def _slice_fallback(program: Program, step):
+    """``fn(input arrays) -> output arrays`` computing ``step``'s outputs from its inputs
+    through the NumPy impls: the equations of the program's optimized jaxpr between the
+    variables its input buffers hold and those its output buffers hold (what the step's
+    kernel fused, its recomputed values included). None when a buffer holds no variable
+    (a structured rule's own) or the slice would read a value the step does not get."""
+    bv = program.buffer_vars
+    consts = {name for name, _ in program.consts}
+    outs = [bv.get(o) for o in step.outs]
+    if any(v is None for v in outs):
+        return None
+    picks, in_vars = [], []
+    for k, x in enumerate(step.ins):
+        if not isinstance(x, str):
+            return None                  # (a host step's literal operand)
+        v = bv.get(x)
+        if v is None:
+            if x in consts:
+                continue                 # a literal's buffer: the jaxpr holds the literal
+            return None
+        if v not in in_vars:
+            picks.append(k)
+            in_vars.append(v)
+    jaxpr = program.jaxpr.jaxpr
+    producer = {v: e for e in jaxpr.eqns for v in e.outvars}
+    avail, used, stack = set(in_vars), set(), list(outs)
+    while stack:
+        v = stack.pop()
+        if not isinstance(v, Var) or v in avail:
+            continue
+        e = producer.get(v)
+        if e is None:
+            return None
+        if id(e) not in used:
+            used.add(id(e))
+            stack.extend(e.invars)
+    sub = Jaxpr([], in_vars, [e for e in jaxpr.eqns if id(e) in used], outs)
+
+    def run(vals):
+        with new_base_main(), np.errstate(all="ignore"):
+            return eval_jaxpr_impls(sub, [], [vals[k] for k in picks])
+    run.jaxpr = sub
+    return run
 
 
 def eval_numpy(jaxpr, consts, args):
