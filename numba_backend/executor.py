@@ -215,8 +215,9 @@ class Executable:
     def _compile_in_background(self):
         with self._lock:
             if self._jobs is None:
+                # (steps of the same code share one handle: one job each)
                 self._jobs = [(h, pool.submit(h.job(False), h.serial))
-                              for h in self.handles if not h.ready]
+                              for h in dict.fromkeys(self.handles) if not h.ready]
                 self._primes = []
                 by_job = {}
                 for sid, key, job in self._library_jobs():
@@ -467,9 +468,10 @@ class Executable:
             if not compiled:
                 return None     # the whole-jaxpr NumPy tier is the same, and cheaper
             if config.log_compiles:
+                kernels = set(self.handles)    # (steps of the same code share one)
                 logger.warning("tracer: %s runs %d of its %d kernels compiled, the rest "
-                               "through the NumPy impls", self.name, compiled,
-                               len(self.handles))
+                               "through the NumPy impls", self.name,
+                               sum(h.ready for h in kernels), len(kernels))
             self._mixed_waits = waits
         return plan
 
