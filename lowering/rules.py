@@ -96,6 +96,7 @@ integer ops wrap; ``ctx.op`` semantics are listed in the backend's code generato
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -220,7 +221,7 @@ NUMPY_LOOPS = frozenset({"log", "tanh", "expm1", "log1p", "atan", "sinh", "cosh"
                          "tan", "exp2", "cbrt", "atanh", "asin", "acos", "acosh", "pow"})
 NUMPY_LOOP_MIN_ELEMENTS = 4096
 _NUMPY_LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-_body_depth = [0]
+_body_depth = threading.local()    # (programs may be lowered on several threads)
 
 
 class loop_body:
@@ -228,15 +229,16 @@ class loop_body:
     (its Program runs inside a compiled driver, where a host step costs the loop)."""
 
     def __enter__(self):
-        _body_depth[0] += 1
+        _body_depth.n = getattr(_body_depth, "n", 0) + 1
 
     def __exit__(self, *exc):
-        _body_depth[0] -= 1
+        _body_depth.n -= 1
 
 
 def numpy_loop_faster(prim, in_avals, out_avals) -> bool:
     """Whether ``prim`` on these operands runs as its NumPy loop (``NUMPY_LOOPS``)."""
-    return (prim.name in NUMPY_LOOPS and not _body_depth[0] and len(out_avals) == 1
+    return (prim.name in NUMPY_LOOPS and not getattr(_body_depth, "n", 0)
+            and len(out_avals) == 1
             and np.dtype(out_avals[0].dtype) in _NUMPY_LOOP_DTYPES
             and all(np.dtype(a.dtype) == out_avals[0].dtype for a in in_avals)
             and out_avals[0].size >= NUMPY_LOOP_MIN_ELEMENTS)
