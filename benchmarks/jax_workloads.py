@@ -14,14 +14,13 @@ import numpy as np
 
 
 def _median(fn, *args, repeat=7):
-    out = fn(*args)
-    _block(out)
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        _block(fn(*args))
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
+    """The median seconds per call (``timing``: samples of back-to-back calls, as
+    ``run.py`` times NumPy and tracer)."""
+    import timing
+    call = lambda: _block(fn(*args))
+    call()
+    k = timing.batch_size(call)
+    return float(np.median([timing.sample(call, k) for _ in range(repeat)]))
 
 
 def _block(out):

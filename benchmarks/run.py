@@ -6,7 +6,8 @@
     python benchmarks/run.py --jax-python /path/to/python-with-jax
 
 JAX figures come from ``benchmarks/jax_workloads.py``, run in-process when ``jax`` imports
-here, else in a subprocess of ``--jax-python`` (or $TRACER_BENCH_JAX_PYTHON). Kernels are
+here, else in a subprocess of ``--jax-python`` (or $TRACER_BENCH_JAX_PYTHON), which
+``--threads N`` confines to N CPUs (XLA:CPU's own thread pool ignores the thread flags). Kernels are
 compiled before timing (``jit_compile="sync"``); first-call latency is measured separately
 in fresh processes, with an empty and with a warm kernel cache.
 """
@@ -44,34 +45,24 @@ os.environ.setdefault("TRACER_JIT_COMPILE", "sync")
 import tracer  # noqa: E402
 import tracer.numpy as tnp  # noqa: E402
 
+import timing  # noqa: E402
 import workloads  # noqa: E402
 
 
-def median_time(fn, *args, repeat=7, min_time=0.0):
-    fn(*args)   # warm up (and compile)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn(*args)
-        _block(out)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def interleaved_medians(fns, repeat):
-    """Median times of several functions measured in turns (A B A B ...), so that the
-    load of a shared machine weighs on all of them alike."""
-    for fn, a in fns:
-        if fn is not None:
-            _block(fn(*a))      # warm up (and compile)
+    """Median seconds per call of several functions measured in turns (A B A B ...), so
+    that the load of a shared machine weighs on all of them alike; each turn is a sample
+    of back-to-back calls (``timing``), as ``jax_workloads`` times JAX."""
+    calls = [None if fn is None else (lambda fn=fn, a=a: _block(fn(*a))) for fn, a in fns]
+    for call in calls:
+        if call is not None:
+            call()      # warm up (and compile)
+    ks = [None if call is None else timing.batch_size(call) for call in calls]
     times = [[] for _ in fns]
     for _ in range(repeat):
-        for k, (fn, a) in enumerate(fns):
-            if fn is None:
-                continue
-            t0 = time.perf_counter()
-            _block(fn(*a))
-            times[k].append(time.perf_counter() - t0)
+        for k, call in enumerate(calls):
+            if call is not None:
+                times[k].append(timing.sample(call, ks[k]))
     return [float(np.median(t)) if t else None for t in times]
 
 
@@ -99,11 +90,21 @@ def run_jax(names, quick, jax_python):
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jax_workloads.py")
     args = [jax_python, script, "--json"] + (["--quick"] if quick else []) + list(names)
     env = dict(os.environ)
-    if os.environ.get("OMP_NUM_THREADS") == "1":     # --threads 1: single-threaded XLA too
-        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
-                            " intra_op_parallelism_threads=1").strip()
+    cpus = None
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if threads:     # --threads N: XLA's pools too
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen="
+                            + ("false" if threads == "1" else "true")).strip()
+        # XLA:CPU runs independent thunks on a pool of its own whatever the flags say
+        # (measured: 1.4-1.8 CPU seconds per second in mlp_train_step, conv2d and
+        # softmax_rows with the Eigen flag off), so the process gets N CPUs, as tracer
+        # and NumPy get N threads
+        if hasattr(os, "sched_getaffinity"):
+            cpus = sorted(os.sched_getaffinity(0))[:int(threads)]
     try:
-        out = subprocess.run(args, capture_output=True, text=True, timeout=1800, env=env)
+        out = subprocess.run(args, capture_output=True, text=True, timeout=1800, env=env,
+                             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus
+                             else None)
         return json.loads(out.stdout.strip().splitlines()[-1])
     except Exception as e:   # JAX is optional
         print(f"(JAX figures unavailable: {e})")

@@ -1298,7 +1298,9 @@ def _clamp_zeros(g, x):
 
 clamp_p = Primitive("clamp")
 clamp_p.def_abstract_eval(_clamp_abstract_eval)
-clamp_p.def_impl(_clamp_impl)
+# the ml_dtypes types widen first: the sign-bit fixes of max/min are bit operations at
+# the storage width (float4_e2m1fn's sign is its bit 3; a FNUZ format's NaN is its sign bit)
+clamp_p.def_impl(lowp_widening("clamp", _clamp_impl))
 defjvp(clamp_p,
        lambda g, lo, x, hi: select(bitwise_and(gt(lo, x), lt(lo, hi)),
                                    _clamp_like_operand(g, x), _clamp_zeros(g, x)),

@@ -25,8 +25,8 @@ from lowering.ir import (INDEX, AccRef, Const, FParam, HostStep, IParam, Kernel,
                          KernelStep, LibraryCall, Load, LoopIndex, PartRef, Program,
                          Reduction, Store)
 from lowering.rules import (CALL_COST, ExprContext, Operand, StructuredContext,
-                            apply_scalar_rule, classify, lowering_rules, python_scalar,
-                            reduction_rules, remap_rules)
+                            apply_scalar_rule, classify, loop_body, lowering_rules,
+                            python_scalar, reduction_rules, remap_rules)
 from tracer.core import ShapedArray
 from tracer.jaxpr import Literal, Var, _Namer, _pp_eqn
 
@@ -221,7 +221,8 @@ class _Fuser(StructuredContext):
 
     def lower_subjaxpr(self, closed_jaxpr):
         from lowering import pipeline    # (pipeline imports this module)
-        return pipeline.lower(closed_jaxpr)
+        with loop_body():
+            return pipeline.lower(closed_jaxpr)
 
     # -- main --
     def run(self) -> Program:
@@ -254,7 +255,8 @@ class _Fuser(StructuredContext):
             else:
                 outvars.append(self.names[a])
         return Program(tuple(invars), tuple(self.consts), tuple(outvars),
-                       tuple(v.aval for v in jaxpr.outvars), self.buffers, steps, self.closed)
+                       tuple(v.aval for v in jaxpr.outvars), self.buffers, steps, self.closed,
+                       {b: v for v, b in self.names.items()})
 
     def _classify(self):
         for eqn in self.jaxpr.eqns:

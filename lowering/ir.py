@@ -509,6 +509,10 @@ class Program:
     buffers: dict
     steps: list
     jaxpr: Any = None             # the optimized jaxpr (for text and the NumPy tier)
+    # buffer name -> the variable of ``jaxpr`` it holds (buffers a structured rule makes
+    # for its own use hold none): a backend can compute any step's outputs from its
+    # inputs by the slice of ``jaxpr`` between them (its NumPy tier, step by step)
+    buffer_vars: dict = field(default_factory=dict)
 
     def kernels(self):
         return [s.kernel for s in self.steps if isinstance(s, KernelStep)]

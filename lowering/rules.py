@@ -96,6 +96,7 @@ integer ops wrap; ``ctx.op`` semantics are listed in the backend's code generato
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -161,10 +162,14 @@ _WIDE_INTS = (np.dtype(np.int64), np.dtype(np.uint64))
 _F16 = np.dtype(np.float16)
 # float32 functions whose compiled results (the backend's vectorizable math, libm)
 # differ from NumPy's SIMD loops by an ulp (docs/ARCHITECTURE.md, section 3; exp2 to
-# atan2 on CPUs with AVX-512): rounded to bfloat16 or float8_e8m0fnu, such an ulp can
-# change the result, so these stay host steps for the types eager computes in float32.
+# atanh on CPUs with AVX-512, where NumPy has its own routines for them): rounded to
+# bfloat16, a float8 format or float8_e8m0fnu, such an ulp can change the result, so
+# these stay host steps for the types eager computes in float32 or float16 (whose
+# NumPy loops compute in float32).
 _F32_WITHIN_ULPS = frozenset({"exp", "log", "sin", "cos", "tanh", "cbrt", "erf", "exp2",
-                              "expm1", "log1p", "tan", "pow", "atan2"})
+                              "expm1", "log1p", "tan", "pow", "atan2", "asin", "acos",
+                              "atan", "sinh", "cosh", "asinh", "acosh", "atanh"})
+_VIA_F32 = (np.dtype(np.float32), _F16)
 
 
 def _widened(aval):
@@ -196,9 +201,47 @@ def lowp_plan(prim, in_avals, out_avals, params):
     if len(out_avals) != 1 or not plain_widening(name, [a.dtype for a in in_avals]):
         return "host"
     if name in _F32_WITHIN_ULPS and any(
-            _is_lowp(a) and dtypes.compute_dtype(a.dtype) == np.float32 for a in in_avals):
+            _is_lowp(a) and dtypes.compute_dtype(a.dtype) in _VIA_F32 for a in in_avals):
         return "host"
     return [_widened(a) for a in in_avals], [_widened(a) for a in out_avals]
+
+
+# Element-wise functions whose NumPy loops (SIMD where the CPU has it: AVX2 here) outrun
+# the backend's compiled versions (libm, one element at a time) by far. Measured over
+# 2**17 elements, compiled kernel / NumPy, float64 then float32: log 5.9 / 3.1, tanh
+# 5.6 / 5.3, expm1 8.2 / 34, log1p 9.6 / 23, atan 8.0 / 20, sinh 11 / 50, cosh 8.3 / 17,
+# asinh 6.7 / 20, tan 11 / 31, exp2 4.2 / 9.4, cbrt 10 / 41, atanh 13 / 34, asin 7.3 /
+# 17, acos 5.0 / 18, acosh 6.6 / 20, pow 5.6 / 8.5 (exp 1.9 / 1.1, sin and cos 1.0-1.7
+# and sqrt 0.6-0.9 stay fused: the loads and stores a separate pass costs eat the
+# rest). On float32/float64 arrays of at least ``NUMPY_LOOP_MIN_ELEMENTS`` elements
+# outside loop bodies they are host steps, whose eager impl is that NumPy loop (so their
+# results are eager's, bit for bit). Inside a loop body a host step would make the loop
+# run from Python: there they stay fused.
+NUMPY_LOOPS = frozenset({"log", "tanh", "expm1", "log1p", "atan", "sinh", "cosh", "asinh",
+                         "tan", "exp2", "cbrt", "atanh", "asin", "acos", "acosh", "pow"})
+NUMPY_LOOP_MIN_ELEMENTS = 4096
+_NUMPY_LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_body_depth = threading.local()    # (programs may be lowered on several threads)
+
+
+class loop_body:
+    """``with loop_body():`` around the lowering of a loop body's or a branch's jaxpr
+    (its Program runs inside a compiled driver, where a host step costs the loop)."""
+
+    def __enter__(self):
+        _body_depth.n = getattr(_body_depth, "n", 0) + 1
+
+    def __exit__(self, *exc):
+        _body_depth.n -= 1
+
+
+def numpy_loop_faster(prim, in_avals, out_avals) -> bool:
+    """Whether ``prim`` on these operands runs as its NumPy loop (``NUMPY_LOOPS``)."""
+    return (prim.name in NUMPY_LOOPS and not getattr(_body_depth, "n", 0)
+            and len(out_avals) == 1
+            and np.dtype(out_avals[0].dtype) in _NUMPY_LOOP_DTYPES
+            and all(np.dtype(a.dtype) == out_avals[0].dtype for a in in_avals)
+            and out_avals[0].size >= NUMPY_LOOP_MIN_ELEMENTS)
 
 
 def classify(prim, in_avals, out_avals, params) -> str:
@@ -210,9 +253,10 @@ def classify(prim, in_avals, out_avals, params) -> str:
     wise primitives lower as their rule does on the widened types, conversions, selects
     and element moves as they are; everything else (reductions, library calls, the
     primitives eager computes in a special way for these types) is a host step, whose
-    eager impl is the reference."""
+    eager impl is the reference. So are the functions of ``NUMPY_LOOPS`` on large arrays
+    outside loop bodies (NumPy's loops are the faster code)."""
     plan = lowp_plan(prim, in_avals, out_avals, params)
-    if plan == "host":
+    if plan == "host" or (plan is None and numpy_loop_faster(prim, in_avals, out_avals)):
         return "host"
     if isinstance(plan, tuple):
         wide = why_not("scalar", prim, plan[0], plan[1], params) is None

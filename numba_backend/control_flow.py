@@ -1086,7 +1086,8 @@ class CompiledRunner:
                     elif self.kind == "cond" or self._host_seconds() < _HOST_BUDGET_S:
                         return self.host(arrays)
                     # else a long scan: waiting for its compile beats running it in Python
-                reply = d.job.result()
+                with pool.waiting():
+                    reply = d.job.result()
                 if not reply["ok"]:
                     self._fail(reply.get("error"))
                     return self.host(arrays)
@@ -1158,11 +1159,11 @@ class HostRunner:
         y_avals = self.out_avals[nk:]
         ys = [np.empty(a.shape, a.dtype) for a in y_avals]
         (ex,) = self.exes
+        body_avals = self.out_avals[:nk] + tuple(a.update(shape=a.shape[1:])
+                                                 for a in y_avals)
         for k in range(n):
             i = n - 1 - k if p["reverse"] else k
-            outs = _outs(ex(consts + carry + [x[i] for x in xs]),
-                         self.out_avals[:nk] + tuple(a.update(shape=a.shape[1:])
-                                                     for a in y_avals))
+            outs = _outs(ex(consts + carry + [x[i] for x in xs]), body_avals)
             carry = outs[:nk]
             for y, o in zip(ys, outs[nk:]):
                 y[i] = o

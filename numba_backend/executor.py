@@ -5,8 +5,12 @@
 
 - kernels get their inputs as read-only C-contiguous arrays (float16 and the
   ml_dtypes types as their bits: ``numba_backend.storage``) and
-  their outputs freshly allocated by NumPy (large buffers allocated inside njit code
-  page-fault heavily); the parallel variant runs when the iteration count reaches
+  their outputs allocated by NumPy (large buffers allocated inside njit code
+  page-fault heavily), or, for an output of at least 64 KB, an earlier call's temporary
+  of that shape and dtype: a kernel output that dies within a call, with nothing else
+  referring to it, is kept for the next (at most 256 MB per program);
+  ``numba_backend.memory`` sets the process's allocator policy for the rest; the
+  parallel variant runs when the iteration count reaches
   ``config.parallel_threshold`` and Numba has more than one thread;
 - library calls run their kind's implementation (``numba_backend.library``) and host
   steps their primitive's NumPy impl, on whole arrays; their results are cast to the
@@ -14,7 +18,8 @@
 - a slot is released after its last use.
 
 Tiers (``config.jit_compile``): "sync" compiles every kernel before the first run;
-"async" runs the optimized jaxpr through the NumPy impls (the eager reference) while
+"async" runs the optimized jaxpr through the NumPy impls (the eager reference), then each
+step compiled as soon as its kernel is (the mixed tier, ``_mixed``), while
 compile workers (``numba_backend.workers``: other processes, so the program keeps its
 GIL) compile into the disk cache, then loads the kernels from there and switches; "none"
 never compiles. With
@@ -28,25 +33,33 @@ import os
 import queue
 import threading
 import time
+from sys import getrefcount
 from concurrent.futures import Future
 
 import numpy as np
 
 from lowering.ir import HostStep, KernelStep, LibraryCall, Program
-from numba_backend import cache, codegen, library
+from numba_backend import cache, codegen, library, memory
 from numba_backend.compile_worker import library_job
 from numba_backend.storage import needs_view, to_storage
 from numba_backend.workers import pool
 from tracer.config import config
 from tracer.core import Token, new_base_main
-from tracer.jaxpr import eval_jaxpr_impls
+from tracer.jaxpr import Jaxpr, Var, eval_jaxpr_impls
 
 logger = logging.getLogger("tracer")
+memory.tune_malloc()
 STRICT = os.environ.get("TRACER_STRICT_LOWERING", "") not in ("", "0")
 # Library calls whose implementation compiles nothing (or has its own compile path; a
 # user's kernel, numba_call, exists in this process only).
 _UNPRIMED_KINDS = {"dot_general", "reshape_view", "scan", "while", "cond", "numba_call"}
 _PRIME_MAX_BYTES = 64 << 20
+# Kernel outputs of at least this size that die within a call are kept for the next
+# call's kernels (up to _POOL_MAX_BYTES per program): a fresh large buffer comes from
+# mmap and page-faults on its first writes (two live 1 MB float64 temporaries: 0.87 ms
+# per pass instead of 0.03 ms).
+_POOL_MIN_BYTES = 1 << 16
+_POOL_MAX_BYTES = 256 << 20
 
 
 class _Background:
@@ -129,6 +142,15 @@ class Executable:
         self._prime_of = {}  # id(library step) -> the Future of its priming job
         self._lock = threading.Lock()
         self._plan_compiled = None
+        # (shape, dtype) -> kernel output arrays of earlier calls, free for reuse
+        self._pool: dict = {}
+        self._pool_bytes = 0
+        # the mixed tier: the plan running compiled what is compiled (None: not made;
+        # False: not possible), and the compile jobs whose end changes it
+        self._plan_mixed = None
+        self._mixed_waits: list = []
+        self._fallbacks: dict = {}   # id(step) -> its NumPy slice (``_slice_fallback``)
+        self._broken: set = set()    # kernel handles whose compile failed: their slices run
 
     # -- planning: slots, per-step closures --
     def _plan(self):
@@ -172,7 +194,8 @@ class Executable:
         try:
             before = cache.stats["compiled"]
             for h in self.handles:
-                h.serial()
+                if h not in self._broken:
+                    h.serial()
             self.state = "ready"
             if cache.stats["compiled"] - before >= 4:
                 # Numba leaves many cyclic objects behind; collect them now rather than in
@@ -192,8 +215,9 @@ class Executable:
     def _compile_in_background(self):
         with self._lock:
             if self._jobs is None:
+                # (steps of the same code share one handle: one job each)
                 self._jobs = [(h, pool.submit(h.job(False), h.serial))
-                              for h in self.handles if not h.ready]
+                              for h in dict.fromkeys(self.handles) if not h.ready]
                 self._primes = []
                 by_job = {}
                 for sid, key, job in self._library_jobs():
@@ -257,13 +281,18 @@ class Executable:
                 return
             failed = [(h, f.result()) for h, f in self._jobs if not f.result()["ok"]]
             if failed:
-                self.state = "failed"
+                self._broken.update(h for h, _ in failed)
+                kernel_steps = [st for st in self.program.steps if isinstance(st, KernelStep)]
+                sliced = all(self._fallback(st) is not None
+                             for st, h in zip(kernel_steps, self.handles) if h in self._broken)
                 for h, r in failed:
-                    logger.warning("tracer: kernel %s of %s failed to compile (%s); %s keeps "
-                                   "running through the NumPy impls. This is a bug in "
+                    logger.warning("tracer: kernel %s of %s failed to compile (%s); %s runs "
+                                   "its equations through the NumPy impls. This is a bug in "
                                    "tracer's backend; please report it.", h.path, self.name,
-                                   r.get("error"), self.name)
-                return
+                                   r.get("error"), "it" if sliced else self.name)
+                if not sliced:
+                    self.state = "failed"
+                    return
             t0 = time.perf_counter()
             self.ensure_compiled()
             if self.state == "ready" and config.log_compiles:
@@ -295,18 +324,50 @@ class Executable:
                     # from Python: rather wait for this program's own kernels (the loops
                     # then follow their drivers' policy, numba_backend.control_flow).
                     self.wait()
+                else:
+                    plan = self._mixed()
+                    if plan:
+                        return self.run_compiled(args, plan=plan)
             if self.state == "ready":
                 return self.run_compiled(args)
         return self.run_numpy(args)
+
+    # -- the mixed tier --
+    def _mixed(self):
+        """The plan of the mixed tier, rebuilt when a compile it waits for has ended:
+        compiled kernels (loaded from the disk cache as their workers finish) and primed
+        library calls run as in the compiled tier, every other step through its slice of
+        the optimized jaxpr (``_slice_fallback``). None (the NumPy tier runs) while no
+        kernel is compiled, or where a pending step has no slice."""
+        plan = self._plan_mixed
+        if plan is None or any(f.done() for f in self._mixed_waits):
+            with self._lock:
+                if self.state != "pending" or self._jobs is None:
+                    return None
+                plan = self._compiled_steps(mixed=True)
+                if not plan:
+                    # tried again when any compile ends
+                    self._mixed_waits = [f for _, f in self._jobs if not f.done()] + \
+                        [f for f in self._primes if not f.done()]
+                    plan = False
+                self._plan_mixed = plan
+        return plan
+
+    def _fallback(self, step):
+        fb = self._fallbacks.get(id(step), 0)
+        if fb == 0:
+            fb = self._fallbacks[id(step)] = _slice_fallback(self.program, step)
+        return fb
 
     def wait(self):
         """Block until the background compiles (if any) are done, then switch tiers."""
         jobs = self._jobs
         if jobs is not None:
-            for _, f in jobs:
-                f.result()
-            for f in self._primes:
-                f.result()
+            with pool.waiting():
+                for _, f in jobs:
+                    f.result()
+                for f in self._primes:
+                    f.result()
             self._switch()
 
     # -- NumPy tier --
@@ -315,17 +376,43 @@ class Executable:
         return eval_numpy(closed.jaxpr, closed.consts, args)
 
     # -- compiled tier --
-    def _compiled_steps(self):
+    def _compiled_steps(self, mixed=False):
         """The steps as tuples of what running them needs, looked up once: slots, output
         shapes and dtypes, kernel params, implementations (the per-step dictionary and
-        attribute lookups cost more than a small kernel's run)."""
+        attribute lookups cost more than a small kernel's run). ``mixed``: the mixed
+        tier's plan (see ``_mixed``), or None."""
         p = self.program
         bufs = p.buffers
         slot = self.slot
         plan = []
+        pooled = {}     # slot -> (shape, dtype) of large plain kernel outputs
         k = 0
+        waits, compiled = [], 0
+        jobs = dict(self._jobs or ())
         for i, step in enumerate(p.steps):
             frees = tuple(self.frees[i])
+            if isinstance(step, KernelStep) and (mixed or self._broken):
+                h = self.handles[k]
+                fut = jobs.get(h)
+                if not h.ready and h not in self._broken and mixed:
+                    if fut is not None and fut.done() and fut.result()["ok"]:
+                        try:
+                            h.serial()          # a disk-cache load: milliseconds
+                        except Exception as e:
+                            self._failed(e)
+                            return None
+                    elif fut is not None and fut.done():
+                        self._broken.add(h)
+                if not h.ready:
+                    fb = self._fallback(step)
+                    if fb is None:
+                        return None
+                    if fut is not None and not fut.done():
+                        waits.append(fut)
+                    k += 1
+                    plan.append(("f", step, fb, tuple(slot[x] for x in step.ins), frees))
+                    continue
+                compiled += 1
             if isinstance(step, KernelStep):
                 h = self.handles[k]
                 k += 1
@@ -341,6 +428,11 @@ class Executable:
                              step.flat, f16, ip, fp,
                              work if kern.parallel_dim is not None else None,
                              bool(kern.reductions or all(step.iparams[:kern.ndim])), frees))
+                if not f16:
+                    for o in step.outs:
+                        a = bufs[o]
+                        if a.size * np.dtype(a.dtype).itemsize >= _POOL_MIN_BYTES:
+                            pooled[slot[o]] = (tuple(a.shape), np.dtype(a.dtype))
             elif isinstance(step, LibraryCall) and step.kind == "reshape_view":
                 # a view of a read-only C-contiguous array is one, of the same dtype
                 plan.append(("v", slot[step.ins[0]], slot[step.outs[0]],
@@ -349,28 +441,54 @@ class Executable:
                 fn, params = self.library_calls[id(step)]
                 fut = self._prime_of.get(id(step))
                 fb = library.numpy_fallback(step.kind)
+                if mixed and fut is not None and not fut.done():
+                    waits.append(fut)
+                    if fb is None:
+                        sl = self._fallback(step)
+                        if sl is None:
+                            return None
+                        plan.append(("f", step, sl, tuple(slot[x] for x in step.ins),
+                                     frees))
+                        continue
                 if fut is not None and fb is not None and not fut.done():
                     plan.append(("p", step, fn, params, tuple(slot[x] for x in step.ins),
-                                 frees, fut, fb))
+                                 fut, fb, frees))
                 else:
                     plan.append(("l", step, fn, params, tuple(slot[x] for x in step.ins),
                                  frees))
             else:
                 plan.append(("h", step, frees))
+        # (every entry ends with its frees) a freed slot holding a large kernel output
+        # goes back to the pool (if nothing else refers to it then): its key, else None
+        keep = {sl for sl, _ in self.const_values} | {
+            self.slot[o] for o in p.outvars if isinstance(o, str)}
+        plan = [entry[:-1] + (tuple((sl, pooled.get(sl) if sl not in keep else None)
+                                    for sl in entry[-1]),) for entry in plan]
+        if mixed:
+            if not compiled:
+                return None     # the whole-jaxpr NumPy tier is the same, and cheaper
+            if config.log_compiles:
+                kernels = set(self.handles)    # (steps of the same code share one)
+                logger.warning("tracer: %s runs %d of its %d kernels compiled, the rest "
+                               "through the NumPy impls", self.name,
+                               sum(h.ready for h in kernels), len(kernels))
+            self._mixed_waits = waits
         return plan
 
-    def run_compiled(self, args, debug=False):
+    def run_compiled(self, args, debug=False, plan=None):
         if debug:
             return self._run_compiled_debug(args)
-        plan = self._plan_compiled
         if plan is None:
-            plan = self._plan_compiled = self._compiled_steps()
+            plan = self._plan_compiled
+            if plan is None:
+                plan = self._plan_compiled = self._compiled_steps()
         env = [None] * self.n_slots
         for s, a in zip(self.in_slots, args):
             env[s] = _prep(a)
         for s, v in self.const_values:
             env[s] = v
         empty = np.empty
+        pool = self._pool
         for entry in plan:
             kind = entry[0]
             if kind == "k":
@@ -379,7 +497,21 @@ class Executable:
                     self._run_kernel(step, h, env, False, config.parallel_threshold)
                 else:
                     vals = [env[s] for s in ins]
-                    res = [empty(shape, dt) for _, shape, dt in outs]
+                    res = []
+                    for _, shape, dt in outs:
+                        free = pool.get((shape, dt))
+                        a = None
+                        if free:
+                            try:        # (another thread may have taken the last one)
+                                a = free.pop()
+                            except IndexError:
+                                pass
+                        if a is None:
+                            a = empty(shape, dt)
+                        else:
+                            self._pool_bytes -= a.nbytes
+                            a.flags.writeable = True
+                        res.append(a)
                     fn = h._serial
                     if fn is None:
                         fn = h.serial()
@@ -395,16 +527,21 @@ class Executable:
                     for (sl, _, _), a in zip(outs, res):
                         a.flags.writeable = False
                         env[sl] = a
+                    vals = res = a = None     # (references the pool's check counts)
             elif kind == "v":
                 _, src, dst, shape, frees = entry
                 env[dst] = env[src].reshape(shape)
+            elif kind == "f":
+                # not compiled (yet): the step's slice of the jaxpr, on the NumPy impls
+                _, step, fn, ins, frees = entry
+                self._store(step.outs, fn([env[s] for s in ins]), env)
             elif kind == "l":
                 _, step, fn, params, ins, frees = entry
                 self._store(step.outs, fn(*[env[s] for s in ins], **params), env)
             elif kind == "p":
                 # its kernels are still compiling in a worker: the NumPy fallback, until
                 # they are in the disk cache
-                _, step, fn, params, ins, frees, fut, fb = entry
+                _, step, fn, params, ins, fut, fb, frees = entry
                 if fut.done():
                     self._plan_compiled = None    # replanned without the fallbacks
                 else:
@@ -415,8 +552,14 @@ class Executable:
             else:
                 _, step, frees = entry
                 self._run_host(step, env)
-            for s in frees:
+            for s, key in frees:
+                a = env[s]
                 env[s] = None
+                # (2: ``a`` and getrefcount's argument: no view, caller or cache holds it)
+                if key is not None and getrefcount(a) == 2 and \
+                        self._pool_bytes + a.nbytes <= _POOL_MAX_BYTES:
+                    pool.setdefault(key, []).append(a)
+                    self._pool_bytes += a.nbytes
         return [env[r] if kind == "slot" else r for kind, r in self.out_refs]
 
     def _run_compiled_debug(self, args):
@@ -536,6 +679,51 @@ def _parallel_ok() -> bool:
         import numba
         _par_ok = numba.config.NUMBA_NUM_THREADS > 1
     return _par_ok
+
+
+def _slice_fallback(program: Program, step):
+    """``fn(input arrays) -> output arrays`` computing ``step``'s outputs from its inputs
+    through the NumPy impls: the equations of the program's optimized jaxpr between the
+    variables its input buffers hold and those its output buffers hold (what the step's
+    kernel fused, its recomputed values included). None when a buffer holds no variable
+    (a structured rule's own) or the slice would read a value the step does not get."""
+    bv = program.buffer_vars
+    consts = {name for name, _ in program.consts}
+    outs = [bv.get(o) for o in step.outs]
+    if any(v is None for v in outs):
+        return None
+    picks, in_vars = [], []
+    for k, x in enumerate(step.ins):
+        if not isinstance(x, str):
+            return None                  # (a host step's literal operand)
+        v = bv.get(x)
+        if v is None:
+            if x in consts:
+                continue                 # a literal's buffer: the jaxpr holds the literal
+            return None
+        if v not in in_vars:
+            picks.append(k)
+            in_vars.append(v)
+    jaxpr = program.jaxpr.jaxpr
+    producer = {v: e for e in jaxpr.eqns for v in e.outvars}
+    avail, used, stack = set(in_vars), set(), list(outs)
+    while stack:
+        v = stack.pop()
+        if not isinstance(v, Var) or v in avail:
+            continue
+        e = producer.get(v)
+        if e is None:
+            return None
+        if id(e) not in used:
+            used.add(id(e))
+            stack.extend(e.invars)
+    sub = Jaxpr([], in_vars, [e for e in jaxpr.eqns if id(e) in used], outs)
+
+    def run(vals):
+        with new_base_main(), np.errstate(all="ignore"):
+            return eval_jaxpr_impls(sub, [], [vals[k] for k in picks])
+    run.jaxpr = sub
+    return run
 
 
 def eval_numpy(jaxpr, consts, args):

@@ -4,8 +4,9 @@ kernels and loop drivers into the disk cache while the program runs on.
 A compile in a worker holds no lock of the program: the program keeps its GIL (and, on a
 machine with several cores, several workers compile at once). One worker starts at
 ``import tracer`` where the default tier will use it (``prestart``); the others start on
-demand while every worker is busy, up to ``TRACER_COMPILE_WORKERS`` processes (default:
-``pool_size``). Jobs wait in one queue and go to the first idle worker. Workers live in their own process group
+demand while every worker is busy, up to ``pool_size()`` compiling at once: the cores less
+one while the program runs, more while it waits for its compiles (``Pool.waiting``), or
+``TRACER_COMPILE_WORKERS``. Jobs wait in one queue and go to the first idle worker. Workers live in their own process group
 and outlive the program by a bounded time, finishing the compiles it had asked for so that
 the next run finds them in the cache (``compile_worker``).
 
@@ -18,6 +19,7 @@ this process instead (the fallback the caller passes).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import json
 import logging
@@ -33,15 +35,19 @@ _BOOT = ("import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
          "from numba_backend.compile_worker import main; main()")
 
 
-def pool_size() -> int:
-    """``TRACER_COMPILE_WORKERS``, else the cores less one, at least 2 where there are 2
-    cores (the program mostly waits for its first kernels: both cores compile) and at most
-    4."""
+def pool_size(waiting: bool = True) -> int:
+    """How many workers may compile at once: ``TRACER_COMPILE_WORKERS`` if set; else, while
+    the program runs, the cores less one (its own thread keeps a core: on 2 cores a second
+    worker made an MLP's 100 cold calls 1.3-1.6 s -> 2.1-2.5 s), and while it waits for
+    its compiles (``Pool.waiting``) at least 2 where there are 2 cores (its core is idle
+    then); at most 4."""
     env = os.environ.get("TRACER_COMPILE_WORKERS")
     if env:
         return max(1, int(env))
     cores = os.cpu_count() or 1
-    return min(4, max(cores - 1, min(cores, 2)))
+    if waiting:
+        return min(4, max(cores - 1, min(cores, 2)))
+    return min(4, max(cores - 1, 1))
 
 
 class _Worker:
@@ -109,7 +115,21 @@ class Pool:
         self._lock = threading.RLock()
         self._ids = itertools.count()
         self.broken = False         # processes cannot be started here
+        self._waiters = 0           # threads of the program blocked on a compile
         atexit.register(self._flush)
+
+    @contextlib.contextmanager
+    def waiting(self):
+        """While the program blocks on its compiles: its core is free, so more workers
+        may compile at once (``pool_size``)."""
+        with self._lock:
+            self._waiters += 1
+        self._dispatch()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._waiters -= 1
 
     def _live(self) -> list:
         self._workers = [w for w in self._workers if w.alive]
@@ -150,18 +170,20 @@ class Pool:
         return _fallback(fallback)
 
     def _dispatch(self) -> None:
-        """Send queued jobs to idle workers, starting workers (up to ``pool_size()``)
-        while every live one is busy."""
+        """Send queued jobs to idle workers while fewer than ``pool_size()`` compile,
+        starting workers while every live one is busy."""
         stranded = []
         with self._lock:
             while self._queue and not self.broken:
                 live = self._live()
+                limit = pool_size(self._waiters > 0)
+                busy = sum(1 for w in live if w.pending)
+                if busy >= limit:
+                    break
                 idle = [w for w in live if not w.pending]
                 if idle:
                     idle[0].send(self._queue.pop(0))
                     continue
-                if len(live) >= pool_size():
-                    break
                 try:
                     live.append(_Worker(self))
                 except OSError as e:
@@ -184,11 +206,17 @@ class Pool:
 
     def _flush(self):
         """At exit: every queued job to a live worker (they finish them after the program
-        has ended, compile_worker.main)."""
+        has ended, compile_worker.main); the program's core is free then, so the
+        waiting-time number of workers share them."""
         with self._lock:
             live = self._live()
-            if not live:
+            if not live or not self._queue:
                 return
+            while len(live) < min(pool_size(True), len(self._queue)):
+                try:
+                    live.append(_Worker(self, warm_up=False))
+                except OSError:
+                    break
             queued, self._queue = self._queue, []
             for i, entry in enumerate(queued):
                 live[i % len(live)].send(entry)

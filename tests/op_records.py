@@ -27,6 +27,7 @@ import os
 import zlib
 from typing import Any, Callable
 
+import ml_dtypes
 import numpy as np
 import scipy.special as sps
 
@@ -54,6 +55,15 @@ INEXACT = FLOAT + COMPLEX
 NUM = INT + INEXACT
 ALL = BOOL + NUM
 ORDERED = BOOL + INT + FLOAT
+# The ml_dtypes low-precision types (issue 18). Records list the ones their op takes in
+# ``lowp``; the generic sampled tests keep to ``dtypes``, the low-precision checks run the
+# records over each format's edge values (``lowp_edge_values``) against ``lowp_ref``.
+bf16 = np.dtype(ml_dtypes.bfloat16)
+LOWP_FLOAT = tuple(np.dtype(getattr(ml_dtypes, n)) for n in (
+    "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    "float8_e4m3b11fnuz", "float8_e3m4", "float8_e4m3", "float8_e8m0fnu", "float4_e2m1fn"))
+LOWP_INT = tuple(np.dtype(getattr(ml_dtypes, n)) for n in ("int4", "uint4", "int2", "uint2"))
+LOWP = LOWP_FLOAT + LOWP_INT
 
 
 # ===================================== shapes ==========================================
@@ -637,6 +647,8 @@ class OpRecord:
     arg_dtypes: Callable | None = None
     edge: bool = True
     vmap: bool = True
+    lowp: tuple = ()                 # the low-precision dtypes the op takes
+    lowp_ulps: int = 0               # allowed error in units of the format's last place
 
     def __str__(self):
         return self.name
@@ -1198,6 +1210,44 @@ R += [
           grad=2, grad_dtypes=_INEX_GRAD, linear=((0,),)),
 ]
 
+# ------------------------------ low-precision dtypes ------------------------------------
+# Which records take the ml_dtypes types (what each primitive's abstract eval accepts, the
+# spec's sets), and how close to ``lowp_ref`` their results must be: 0 ulps for the ops
+# XLA computes with one correctly rounded operation in the widened type (so the result is
+# the reference's bits), 1 ulp of the format where NumPy's float16/float32 function and
+# the float64-then-round reference may round differently, or where the op is several
+# widened operations (rsqrt). Integer powers are JAX's multiplications, each rounded to
+# the narrow type (exact against that). Not here: exp2 and logistic, which XLA expands into
+# several steps rounded to the narrow type (exp2(-2.5) in float8_e5m2 is 0.125, logistic(-3)
+# in float8_e3m4 is 0: exp(3) overflows the format); tests/lowp checks them against
+# XLA's recorded results.
+_LF, _LI = LOWP_FLOAT, LOWP_INT
+_LOWP_TABLE = {
+    **{n: (_LF + _LI, 0) for n in (
+        "neg", "sign", "square", "integer_pow_0", "integer_pow_1", "integer_pow_2",
+        "integer_pow_3", "integer_pow_5", "add",
+        "sub", "mul", "div", "rem", "max", "min", "eq", "ne", "lt", "le", "gt", "ge",
+        "eq_total_order", "lt_total_order", "le_total_order", "ne_total_order",
+        "gt_total_order", "ge_total_order", "select_n_bool", "clamp", "reduce_max",
+        "reduce_min")},
+    "pow": (_LF + _LI, 1),
+    **{n: (_LF, 0) for n in ("floor", "ceil", "round", "round_nearest_even", "is_finite",
+                             "sqrt", "reciprocal", "integer_pow_m2")},
+    **{n: (_LF, 1) for n in ("exp", "log", "expm1", "log1p", "tanh", "sin", "cos", "tan",
+                             "rsqrt", "cbrt", "erf", "atan2")},
+    "abs": (_LF + (_LI[0], _LI[2]), 0),
+    # population_count: XLA counts int4's bits sign-extended to 8 (popcount(-8) == 5) but
+    # int2's as they are; the widened reference models the first (tests/lowp checks int2
+    # against XLA's recorded results)
+    "population_count": ((_LI[0], _LI[1], _LI[3]), 0),
+    **{n: (_LI, 0) for n in ("not", "clz", "and", "or", "xor",
+                             "shift_left", "shift_right_arithmetic", "shift_right_logical",
+                             "reduce_and", "reduce_or", "reduce_xor")},
+}
+R = [dataclasses.replace(r, lowp=_LOWP_TABLE[r.name][0], lowp_ulps=_LOWP_TABLE[r.name][1])
+     if r.name in _LOWP_TABLE else r for r in R]
+assert {r.name for r in R if r.lowp} == set(_LOWP_TABLE)
+
 RECORDS: list[OpRecord] = R
 # The primitives defined by lax.elementwise (element-wise semantics: edge values apply).
 ELEMENTWISE_PRIMS = frozenset(v for v in vars(ew).values() if isinstance(v, tracer.Primitive))
@@ -1327,3 +1377,260 @@ def assert_matches(got, want, rtol: float = 0.0, signed_zeros: bool = False, msg
             z = (w == 0) & (g == 0)
             np.testing.assert_array_equal(np.signbit(g[z]), np.signbit(w[z]),
                                           err_msg=f"signs of zeros {msg}")
+
+
+# ================================ low-precision dtypes ==================================
+
+def lowp_wide(dt):
+    """The dtype XLA's CPU backend computes a low-precision dtype's element-wise ops in:
+    float32 for bfloat16 and float8_e8m0fnu, float16 for the other float8/float4 formats,
+    int8/uint8 for the 2-/4-bit integers."""
+    dt = np.dtype(dt)
+    if dt in LOWP_INT:
+        return i8 if ml_dtypes.iinfo(dt).min < 0 else u8
+    return f32 if dt in (bf16, np.dtype(ml_dtypes.float8_e8m0fnu)) else f16
+
+
+def lowp_bits(x):
+    """One unsigned integer per element: a low-precision value's encoding."""
+    x = np.asarray(x)
+    return x.view({1: np.uint8, 2: np.uint16}[x.dtype.itemsize]).astype(np.int64)
+
+
+def _lowp_encodings(dt):
+    """Every encoding of a 2-/4-/8-bit type (bfloat16: None)."""
+    if dt == bf16:
+        return None
+    nbits = 4 if dt.name in ("float4_e2m1fn", "int4", "uint4") else \
+        2 if dt.name in ("int2", "uint2") else 8
+    if dt in LOWP_INT:
+        info = ml_dtypes.iinfo(dt)
+        return np.arange(info.min, info.max + 1).astype(dt)
+    return np.arange(1 << nbits, dtype=np.uint8).view(dt)
+
+
+def lowp_edge_values(dt) -> np.ndarray:
+    """A format's edge values: zeros, ±0.5, ±1, 1.5, ±2.5 (ties of the rounding ops), 3,
+    the infinities (where the format has them; else they convert to its NaN or max), the
+    max, the min normal, the smallest and the largest subnormal, each with both signs,
+    and every NaN encoding (bfloat16: quiet and signalling of both signs). Integers:
+    every value."""
+    dt = np.dtype(dt)
+    if dt in LOWP_INT:
+        return _lowp_encodings(dt)
+    fi = ml_dtypes.finfo(dt)
+    mags = [0.0, 0.5, 1.0, 1.5, 2.5, 3.0, np.inf, float(fi.max), float(fi.tiny),
+            float(fi.smallest_subnormal), float(fi.tiny) - float(fi.smallest_subnormal)]
+    with np.errstate(all="ignore"):
+        vals = np.array(mags + [-m for m in mags], np.float64).astype(dt)
+    enc = _lowp_encodings(dt)
+    nans = np.array([0x7FC0, 0xFFC0, 0x7F81, 0xFFFF], np.uint16).view(dt) if enc is None \
+        else enc[np.isnan(enc.astype(np.float32))]
+    out, seen = [], set()
+    for v in np.concatenate([vals, nans]):
+        b = int(lowp_bits(v))
+        if b not in seen:
+            seen.add(b)
+            out.append(v)
+    return np.array(out, dt)
+
+
+def lowp_edge_args(rec: OpRecord, dt):
+    """Edge-value arguments of a record taking a low-precision dtype: every pair for
+    binary ops; select_n of a pattern between the edge values and their reversal; clamp of
+    every pair (lo, x) with hi = 1 (bool for ints: the type's max)."""
+    a = lowp_edge_values(dt)
+    if rec.nargs == 1:
+        return [a]
+    if rec.nargs == 2:
+        return [np.repeat(a, len(a)), np.tile(a, len(a))]
+    if rec.name == "select_n_bool":
+        return [np.arange(len(a)) % 3 == 1, a, a[::-1].copy()]
+    if rec.name == "clamp":
+        hi = np.array(1, np.float32).astype(dt)
+        return [np.repeat(a, len(a)), np.tile(a, len(a)), np.full(len(a) ** 2, hi, dt)]
+    raise ValueError(rec.name)
+
+
+def lowp_ref(rec: OpRecord, *args, **kw):
+    """XLA's semantics for the low-precision types: each low-precision argument widened
+    (``lowp_wide``), the record's reference computed on the widened arguments (rounded
+    once to the widened type), the result rounded (floats, to nearest even; a NaN to -0 in
+    float4_e2m1fn, which has no NaN) or wrapped (integers) to the argument's type. The
+    2-/4-bit integer shifts and clz are computed at their own width (population count is
+    XLA's: of the sign-extended 8-bit value). Integer powers are JAX's products (binary
+    powering), each product rounded to the type, and a reciprocal for negative powers."""
+    lowp = [np.asarray(a).dtype for a in args if np.asarray(a).dtype in LOWP]
+    dt = lowp[0]
+    if rec.name.startswith("integer_pow_"):
+        y = int(rec.name.split("_")[-1].replace("m", "-"))
+        mul = lambda a, b: lowp_ref(RECORDS_BY_NAME["mul"], a, b)  # noqa: E731
+        x = np.asarray(args[0])
+        if y == 0:
+            return np.ones_like(x)
+        n, acc = builtins.abs(y), None
+        while n:
+            if n & 1:
+                acc = x if acc is None else mul(acc, x)
+            n >>= 1
+            if n:
+                x = mul(x, x)
+        return lowp_ref(RECORDS_BY_NAME["div"], np.ones_like(acc), acc) if y < 0 else acc
+    if dt in LOWP_INT and rec.name in ("shift_right_logical", "shift_right_arithmetic",
+                                       "clz"):
+        bits = 4 if dt.name in ("int4", "uint4") else 2
+        mask = (1 << bits) - 1
+        xs = [[int(v) & mask for v in np.asarray(a).astype(np.int64).ravel()] for a in args]
+        signed = lambda v: v - (1 << bits) if v >> (bits - 1) else v  # noqa: E731
+        if rec.name == "shift_right_logical":
+            out = [x >> y if y < bits else 0 for x, y in zip(*xs)]
+        elif rec.name == "shift_right_arithmetic":
+            out = [(signed(x) >> builtins.min(y, bits - 1)) & mask for x, y in zip(*xs)]
+        else:
+            out = [bits - x.bit_length() for x in xs[0]]
+        out = [v - (1 << bits) if ml_dtypes.iinfo(dt).min < 0 and v >> (bits - 1) else v
+               for v in out]
+        return np.array(out, np.int64).astype(dt).reshape(np.shape(args[0]))
+    if rec.name == "select_n_bool":        # a move: the chosen encodings, NaNs' too
+        return _ref_select_n(*[np.asarray(a) for a in args])
+    wide = lowp_wide(dt)
+    wargs = [np.asarray(a).astype(wide) if np.asarray(a).dtype in LOWP else np.asarray(a)
+             for a in args]
+    if rec.name == "clamp":
+        out = _ref_min(_ref_max(wargs[1], wargs[0]), wargs[2])
+    elif rec.name.endswith("_total_order") and dt in LOWP_FLOAT:
+        # totalOrder on the widened float32 encodings (NaN payloads ordered too)
+        k = [np.asarray(a, np.float32).view(np.int32).astype(np.int64) for a in wargs]
+        k = [np.where(v < 0, -(v & 0x7FFFFFFF) - 1, v) for v in k]
+        cmp = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+               "gt": np.greater, "ge": np.greater_equal}[rec.name.split("_")[0]]
+        return cmp(*k)
+    else:
+        out = rec.ref(*wargs, **kw)
+    out = np.asarray(out)
+    if out.dtype != wide:
+        return out
+    if dt in LOWP_INT:
+        info = ml_dtypes.iinfo(dt)
+        span = info.max - info.min + 1
+        return ((out.astype(np.int64) - info.min) % span + info.min).astype(dt)
+    with np.errstate(all="ignore"):
+        r = out.astype(dt)
+    if dt.name == "float4_e2m1fn":
+        r[np.isnan(out)] = np.array(-0.0, np.float32).astype(dt)
+    return r
+
+
+def assert_lowp_matches(got, want, ulps=0, msg="", nan_bits=False):
+    """Low-precision results: same dtype and shape; NaN where NaN (any encoding, or with
+    ``nan_bits`` the same); else the same encoding (zeros' signs included), or with
+    ``ulps`` within that many units of the format's last place."""
+    got = np.asarray(got)
+    want = np.asarray(want)
+    assert (got.dtype, got.shape) == (want.dtype, want.shape), \
+        f"{got.dtype}{got.shape} != expected {want.dtype}{want.shape} {msg}"
+    if want.dtype not in LOWP_FLOAT:
+        np.testing.assert_array_equal(got, want, err_msg=msg)
+        return
+    g, w = got.astype(np.float64).ravel(), want.astype(np.float64).ravel()
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=f"NaN positions {msg}")
+    bad = (lowp_bits(got).ravel() != lowp_bits(want).ravel()) & \
+        (np.True_ if nan_bits else ~np.isnan(w))
+    if ulps:
+        fi = ml_dtypes.finfo(want.dtype)
+        with np.errstate(all="ignore"):
+            close = np.isfinite(w) & np.isfinite(g) & (np.abs(g - w) <= ulps * np.maximum(
+                float(fi.eps) * np.abs(w), float(fi.smallest_subnormal)))
+        bad &= ~close
+    i = np.flatnonzero(bad)
+    assert not i.size, f"{msg}: at {i[:8]} got {got.ravel()[i[:8]]}, expected " \
+                       f"{want.ravel()[i[:8]]}"
+
+
+def _format_table(dt):
+    """(magnitudes, encodings) of a low-precision float format's non-negative finite
+    values, ascending (decoded from every encoding)."""
+    enc = _lowp_encodings(dt) if dt != bf16 else np.arange(1 << 16, dtype=np.uint16).view(dt)
+    with np.errstate(invalid="ignore"):
+        v = enc.astype(np.float64)
+    keep = np.isfinite(v) & ~np.signbit(v)
+    order = np.argsort(v[keep], kind="stable")
+    return v[keep][order], lowp_bits(enc[keep])[order]
+
+
+def round_to_format(x, dt):
+    """A float64 value converted to a low-precision float format as XLA converts: to the
+    nearest value, ties to the even encoding (float8_e8m0fnu, which has no significand
+    bits: ties up, as its power of two rounds), decided on the exact value; past the
+    largest value's rounding range, inf where the format has it, else NaN (the FN/FNUZ
+    formats and float8_e8m0fnu), float4_e2m1fn (no inf, no NaN) saturating to ±max and
+    taking NaN to -0; zeros keep their sign unless the format has no -0 (FNUZ);
+    float8_e8m0fnu (no sign, no zero) gives NaN for zero and negative values and its
+    smallest value, 2^-127, below it. Returns the encoding."""
+    dt = np.dtype(dt)
+    mags, encs = _format_table(dt)
+    name = dt.name
+    nan_enc = {"float4_e2m1fn": 0x8, "float8_e8m0fnu": 0xFF, "float8_e4m3fnuz": 0x80,
+               "float8_e5m2fnuz": 0x80, "float8_e4m3b11fnuz": 0x80}
+    sign_bit = {"bfloat16": 0x8000, "float4_e2m1fn": 0x8}.get(name, 0x80)
+    has_inf = name in ("bfloat16", "float8_e5m2", "float8_e3m4", "float8_e4m3")
+    fnuz = name.endswith("fnuz")
+    if np.isnan(x):
+        return nan_enc.get(name, 0x7FC0 if name == "bfloat16" else 0x7F)
+    if name == "float8_e8m0fnu":
+        if x <= 0:
+            return 0xFF
+        if x < mags[0]:
+            return int(encs[0])
+    neg = bool(np.signbit(x))
+    a = abs(float(x))
+    top = mags[-1]
+    # (float8_e8m0fnu: the next power of two is twice the max)
+    half_ulp_top = top / 2 if name == "float8_e8m0fnu" else (top - mags[-2]) / 2
+    if np.isinf(a) or a > top + half_ulp_top or (
+            a == top + half_ulp_top and (int(encs[-1]) & 1 or name == "float8_e8m0fnu")):
+        if has_inf:
+            e = int(lowp_bits(np.array(np.inf, np.float32).astype(dt)))
+        elif name == "float4_e2m1fn":
+            e = int(encs[-1])
+        else:
+            return nan_enc.get(name, 0x7F) | (0 if fnuz or name == "float8_e8m0fnu"
+                                              else sign_bit * neg)
+        return e | sign_bit * neg
+    i = int(np.searchsorted(mags, a))
+    if i == len(mags):
+        e = int(encs[-1])
+    elif mags[i] == a:
+        e = int(encs[i])
+    else:
+        lo, hi = mags[i - 1], mags[i]
+        d_lo, d_hi = a - lo, hi - a
+        if d_lo != d_hi:
+            e = int(encs[i - 1] if d_lo < d_hi else encs[i])
+        elif name == "float8_e8m0fnu":
+            e = int(encs[i])
+        else:
+            e = int(encs[i - 1] if int(encs[i - 1]) % 2 == 0 else encs[i])
+    if e == 0 and fnuz:
+        return 0
+    if name == "float8_e8m0fnu":
+        return e
+    return e | sign_bit * neg
+
+
+def lowp_saturation_points(dt) -> np.ndarray:
+    """float64 values around a format's rounding and saturation points: its max, the tie
+    between max and the next power (and the values just beside it), twice the max, the
+    half of the smallest subnormal (a tie with zero) and beside it, the min normal and
+    the subnormal just below it, ties at 1 (1 + eps/2 rounds to 1, 1 + 3 eps/2 to
+    1 + 2 eps), the infinities and NaN; each with both signs."""
+    fi = ml_dtypes.finfo(dt)
+    mx, sub, tiny, eps = (float(fi.max), float(fi.smallest_subnormal), float(fi.tiny),
+                          float(fi.eps))
+    mags, _ = _format_table(np.dtype(dt))
+    tie = mx + (mx / 2 if np.dtype(dt).name == "float8_e8m0fnu" else (mx - mags[-2]) / 2)
+    vals = [mx, tie, np.nextafter(tie, 0), np.nextafter(tie, np.inf), 2 * mx,
+            np.nextafter(mx, np.inf), sub, sub / 2, np.nextafter(sub / 2, 0),
+            np.nextafter(sub / 2, 1), tiny, tiny - sub, 1 + eps / 2, 1 + 1.5 * eps,
+            np.nextafter(1 + eps / 2, 2), 0.0, np.inf, np.nan, 0.3, 100.5]
+    return np.array(vals + [-v for v in vals], np.float64)

@@ -118,7 +118,9 @@ def run_arrays(closed: ClosedJaxpr, args, name: str):
         if isinstance(o, Token):
             res.append(o)
             continue
-        if writable and any(np.may_share_memory(o, a) for a in writable):
+        # (an array owning its memory, and not one of the arguments, shares none)
+        if writable and (o.base is not None or any(o is a for a in writable)) and \
+                any(np.may_share_memory(o, a) for a in writable):
             # an output passing a caller's array through (or a view of it): a copy, so
             # writing to that array later never changes the Array returned
             o = o.copy()

@@ -123,6 +123,9 @@ register_pytree_node(collections.defaultdict,
 register_pytree_node(type(None), lambda n: ([], None), lambda _, c: None)
 
 
+_TUPLE_NODE, _LIST_NODE = _registry[tuple], _registry[list]
+
+
 def _node_type(x):
     t = type(x)
     nt = _registry.get(t)
@@ -155,8 +158,14 @@ class PyTreeDef:
     def __init__(self, node_type, node_data, children):
         self.node_type = node_type
         self.node_data = node_data
-        self.children = tuple(children)
-        self.num_leaves = 1 if node_type is None else sum(c.num_leaves for c in self.children)
+        self.children = children = tuple(children)
+        if node_type is None:
+            self.num_leaves = 1
+        else:
+            n = 0
+            for c in children:
+                n += c.num_leaves
+            self.num_leaves = n
         self._hash = None
 
     @property
@@ -167,6 +176,8 @@ class PyTreeDef:
         return tree_unflatten(self, leaves)
 
     def __eq__(self, other):
+        if self is other:
+            return True
         return (isinstance(other, PyTreeDef) and self.node_type == other.node_type
                 and self.node_data == other.node_data and self.children == other.children)
 
@@ -213,13 +224,19 @@ def tree_flatten(tree, is_leaf: Callable | None = None):
 
 
 def _flatten(x, is_leaf, leaves):
+    # (on every jit call's path: the common containers and leaves take the fewest calls)
     if is_leaf is not None and is_leaf(x):
         leaves.append(x)
         return _LEAF
-    t, nt = _node_type(x)
+    t = type(x)
+    nt = _registry.get(t)
     if nt is None:
-        leaves.append(x)
-        return _LEAF
+        t, nt = _node_type(x)       # a namedtuple, or a leaf
+        if nt is None:
+            leaves.append(x)
+            return _LEAF
+    elif nt is _TUPLE_NODE or nt is _LIST_NODE:
+        return PyTreeDef(t, None, [_flatten(c, is_leaf, leaves) for c in x])
     children, aux = nt.to_iterable(x)
     return PyTreeDef(t, aux, [_flatten(c, is_leaf, leaves) for c in children])
 
@@ -240,6 +257,10 @@ def _unflatten(td, it):
     children = [_unflatten(c, it) for c in td.children]
     t = td.node_type
     nt = _registry.get(t)
+    if nt is _TUPLE_NODE:
+        return tuple(children)
+    if nt is _LIST_NODE:
+        return children
     if nt is None:  # namedtuple
         return t(*children)
     return nt.from_iterable(td.node_data, children)

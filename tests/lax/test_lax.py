@@ -13,7 +13,7 @@ from tracer import dtypes
 from tracer.core import Array, ShapedArray, abstract_eval_cached
 
 import op_records as opr
-from op_records import RECORDS, assert_matches, f64, record_cases, rng_for, tolerance
+from op_records import RECORDS, assert_matches, f32, f64, record_cases, rng_for, tolerance
 
 
 def _impl_cases():
@@ -79,6 +79,93 @@ builtins_max = max
 def _edge_slack(dt):
     return {np.dtype(np.float16): 1e-3, np.dtype(np.float32): 1e-6,
             np.dtype(np.complex64): 1e-6}.get(np.dtype(dt), 0.0)
+
+
+# ------------------------------ low-precision edge values --------------------------------
+
+def _lowp_kw(rec):
+    kw = rec.cases[0].kw
+    return {"axes": (0,)} if "axes" in kw else kw
+
+
+def _lowp_edge_cases():
+    for rec in RECORDS:
+        for dt in rec.lowp:
+            yield pytest.param(rec, dt, id=f"{rec.name}-{dt.name}")
+
+
+@pytest.mark.parametrize("rec,dt", list(_lowp_edge_cases()))
+def test_lowp_edge_values(rec, dt):
+    """Every record taking a low-precision dtype, over the format's edge values (all
+    pairs for binary ops): XLA's semantics (widen, compute, round once or wrap), the
+    reference's encoding bit for bit (NaN: any encoding, but for select's moves), or
+    within ``rec.lowp_ulps`` of the format where the widened function may round
+    differently."""
+    args = opr.lowp_edge_args(rec, dt)
+    kw = _lowp_kw(rec)
+    with np.errstate(all="ignore"):
+        got = rec.op(*args, **kw)
+        want = opr.lowp_ref(rec, *args, **kw)
+    opr.assert_lowp_matches(got, want, rec.lowp_ulps, msg=f"{rec.name} {dt}",
+                            nan_bits=rec.name == "select_n_bool")
+
+
+_CONVERT_OUT = (f32, opr.f16, opr.f64, opr.i8, opr.u8, opr.i32, opr.bool_)
+
+
+@pytest.mark.parametrize("dt", opr.LOWP_FLOAT, ids=lambda d: d.name)
+def test_lowp_float_conversions_at_saturation_points(dt):
+    """float64, float32, float16 and bfloat16 to each format around its rounding and
+    saturation points (max, the tie past it, the subnormal ties with zero, NaN, inf)
+    against ``round_to_format`` (the exact value rounded, each format's overflow rule);
+    and the format's edge values to float32/16/64 (exact), to integers (truncated,
+    saturated, NaN to 0) and to bool."""
+    pts = opr.lowp_saturation_points(dt)
+    with np.errstate(all="ignore"):
+        for src in (f64, f32, opr.f16, opr.bf16):
+            x = pts.astype(src)
+            out = np.asarray(lax.convert_element_type(x, dt))
+            got = opr.lowp_bits(out)
+            want = np.array([opr.round_to_format(float(v), dt) for v in x.astype(np.float64)])
+            # a NaN may have any encoding (float4_e2m1fn has none: NaN is -0 there)
+            nan = np.isnan(out.astype(np.float32)) & np.isnan(
+                opr.np.array(want, np.int64).astype(opr.lowp_bits(out).dtype).astype(
+                    {1: np.uint8, 2: np.uint16}[dt.itemsize]).view(dt).astype(np.float32))
+            bad = np.flatnonzero((got != want) & ~nan)
+            assert not bad.size, [(x[i], hex(got[i]), hex(want[i])) for i in bad[:6]]
+        e = opr.lowp_edge_values(dt)
+        for new in _CONVERT_OUT:
+            got = lax.convert_element_type(e, new)
+            want = opr._ref_convert(e.astype(f32), new_dtype=new)
+            assert_matches(got, want, signed_zeros=True, msg=f"{dt} -> {new}")
+
+
+@pytest.mark.parametrize("dt", opr.LOWP_INT, ids=lambda d: d.name)
+def test_lowp_int_conversions_wrap_and_saturate(dt):
+    """int32/int8/uint8 to a 2-/4-bit integer wraps; float32 to it truncates, saturates
+    and takes NaN to 0 (XLA's float-to-integer conversion); the type's every value to the
+    wider types and to bool is exact."""
+    import ml_dtypes
+    info = ml_dtypes.iinfo(dt)
+    span = info.max - info.min + 1
+    ints = np.array([-129, -128, -17, -9, -8, -5, -3, -2, -1, 0, 1, 2, 3, 4, 7, 8, 15, 16,
+                     127, 255, 256, 2 ** 31 - 1, -2 ** 31])
+    for src in (opr.i32, opr.i8, opr.u8):
+        x = ints.astype(src)
+        got = np.asarray(lax.convert_element_type(x, dt)).astype(np.int64)
+        want = (x.astype(np.int64) - info.min) % span + info.min
+        np.testing.assert_array_equal(got, want, err_msg=f"{src} -> {dt}")
+    fl = np.array([0.0, -0.0, 0.5, -0.5, 1.9, -1.9, 2.5, 7.9, 8.0, -8.5, -9.0, 15.5, 16.0,
+                   100.0, -100.0, np.inf, -np.inf, np.nan, -np.nan], np.float32)
+    got = np.asarray(lax.convert_element_type(fl, dt)).astype(np.int64)
+    want = np.clip(np.nan_to_num(np.trunc(fl), nan=0, posinf=info.max, neginf=info.min),
+                   info.min, info.max).astype(np.int64)
+    np.testing.assert_array_equal(got, want, err_msg=f"float32 -> {dt}")
+    e = opr.lowp_edge_values(dt)
+    for new in (opr.i32, opr.i8, f32, opr.f16, opr.bool_):
+        got = lax.convert_element_type(e, new)
+        assert_matches(got, opr._ref_convert(e.astype(np.int64), new_dtype=new),
+                       msg=f"{dt} -> {new}")
 
 
 # ---------------------------------- abstract eval ---------------------------------------

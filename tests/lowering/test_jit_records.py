@@ -9,6 +9,7 @@ import pytest
 
 import op_records as opr
 from op_records import RECORDS, rng_for
+import tracer
 from tracer.test_util import check_jit
 
 # Ops whose jit and eager results may differ by rounding (a few ulp).
@@ -60,3 +61,25 @@ def test_record_edge_values_under_jit(rec, dt):
     args = opr.edge_args(rec, dt)
     with np.errstate(all="ignore"):
         check_jit(lambda *a: rec.op(*a), args, **_tol(rec, rec.dtypes_for(dt)))
+
+
+def _lowp_edge_cases():
+    # one low-precision dtype per record, rotating over the formats record by record
+    recs = [r for r in RECORDS if r.lowp]
+    for k, rec in enumerate(recs):
+        dt = rec.lowp[k % len(rec.lowp)]
+        yield pytest.param(rec, dt, id=f"{rec.name}-{dt.name}")
+
+
+@pytest.mark.parametrize("rec,dt", list(_lowp_edge_cases()))
+def test_record_lowp_edge_values_under_jit(rec, dt):
+    """Each record taking the low-precision types, on one format's edge values: the
+    compiled result is the eager one bit for bit (a NaN: any encoding, but for select)."""
+    args = opr.lowp_edge_args(rec, dt)
+    kw = {"axes": (0,)} if "axes" in rec.cases[0].kw else rec.cases[0].kw
+    f = lambda *a: rec.op(*a, **kw)
+    with np.errstate(all="ignore"):
+        eager = f(*args)
+        got = tracer.jit(f)(*args)
+    opr.assert_lowp_matches(got, eager, msg=f"{rec.name} {dt} jit",
+                            nan_bits=rec.name == "select_n_bool")

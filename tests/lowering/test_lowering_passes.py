@@ -218,3 +218,26 @@ def test_transposed_dot_becomes_a_swapped_dot():
     x = eval_jaxpr(closed.jaxpr, closed.consts, a, b)[0]
     y = eval_jaxpr(out.jaxpr, out.consts, a, b)[0]
     np.testing.assert_allclose(np.asarray(y), np.asarray(x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_functions_numpy_runs_faster_are_host_steps_on_large_arrays(dt):
+    """tanh, log, ... (``rules.NUMPY_LOOPS``) on a large float array outside a loop body
+    are host steps (NumPy's SIMD loop, eager's own impl: the same bits); on small arrays,
+    on float16 and inside loop bodies they stay fused."""
+    n = rules.NUMPY_LOOP_MIN_ELEMENTS
+    f = lambda x: tnp.tanh(x * 0.5) * 2.0 + tnp.log1p(x * x) + tnp.sqrt(x * x + 1.0)
+    big = np.linspace(-3, 3, n).astype(dt)
+    prog = lower(f, big)
+    hosts = [s.primitive.name for s in prog.steps if isinstance(s, ir.HostStep)]
+    assert sorted(hosts) == ["log1p", "tanh"], prog.pretty()
+    assert not any(isinstance(s, ir.HostStep) for s in lower(f, big[:n - 1]).steps)
+    assert not any(isinstance(s, ir.HostStep) for s in lower(f, big.astype(np.float16)).steps)
+    (loop,) = lower(lambda x: lax.fori_loop(0, 3, lambda i, c: f(c), x), big).steps
+    (body,) = dict(loop.params)["spec"].programs
+    assert not any(isinstance(s, ir.HostStep) for s in body.steps)
+    with rules.loop_body():
+        assert not any(isinstance(s, ir.HostStep) for s in lower(f, big).steps)
+    assert any(isinstance(s, ir.HostStep) for s in lower(f, big).steps)
+    verify.check_program(prog)
+    np.testing.assert_array_equal(np.asarray(tracer.jit(f)(big)), np.asarray(f(big)))

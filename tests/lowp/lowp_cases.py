@@ -177,6 +177,15 @@ def unexplained(key, args, got, want):
             exact = from_bits(got, rdt).astype(np.float64)
             flushed |= (exact != 0) & (np.abs(exact) < 2.0 ** -125)
         diff &= ~flushed
+    if op == "pow" and len(args) == 2:
+        # pow(1, NaN) and pow(NaN, +-0) are 1 by C99 (NumPy's and libm's powf, and
+        # XLA:CPU's on an AVX-512 machine: JAX 0.10.2 gives 1 there), NaN in the table
+        # (recorded where XLA's bfloat16 pow gave NaN): either is accepted
+        with np.errstate(all="ignore"):
+            x, y = (from_bits(a.view(uint_of(a.dtype)), a.dtype).astype(np.float32)
+                    if a.dtype != np.float32 else a for a in args)
+            one = from_bits(got, rdt).astype(np.float32) == 1
+        diff &= ~(one & (((x == 1) & np.isnan(y)) | (np.isnan(x) & (y == 0))))
     worst = int(ulps[diff].max()) if diff.any() else 0
     diff &= ~(ulps <= ULP_OPS.get(op, 0))
     return np.flatnonzero(diff), worst

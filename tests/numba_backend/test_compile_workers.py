@@ -141,6 +141,54 @@ def test_workers_that_end_as_they_start_fail_the_job_after_one_retry(monkeypatch
     assert p._queue == [] and p._live() == []
 
 
+
+class _FakeWorker:
+    """A worker that holds what it is sent until the test ends its jobs."""
+    started = []
+
+    def __init__(self, pool, warm_up=True):
+        self.pool, self.pending, self.alive = pool, {}, True
+        _FakeWorker.started.append(self)
+
+    def send(self, entry):
+        self.pending[entry[0]["id"]] = entry
+
+    def finish_one(self):
+        job_id, (_, fut, _) = next(iter(self.pending.items()))
+        del self.pending[job_id]
+        fut.set_result({"id": job_id, "ok": True})
+        self.pool._dispatch()
+
+
+def test_the_program_keeps_a_core_unless_it_waits(monkeypatch):
+    """On 2 cores one worker compiles while the program runs; while it blocks on its
+    compiles (``Pool.waiting``) a second one starts; at exit queued jobs are shared by as
+    many workers as waiting allows."""
+    from numba_backend import workers
+    monkeypatch.delenv("TRACER_COMPILE_WORKERS", raising=False)
+    monkeypatch.setattr(workers.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(workers, "_Worker", _FakeWorker)
+    monkeypatch.setattr(_FakeWorker, "started", [])
+    assert (workers.pool_size(False), workers.pool_size(True)) == (1, 2)
+    p = workers.Pool()
+    futs = [p.submit({"path": f"/k{i}.py"}, lambda: None) for i in range(5)]
+    assert len(_FakeWorker.started) == 1 and len(p._queue) == 4
+    with p.waiting():
+        assert len(_FakeWorker.started) == 2 and len(p._queue) == 3
+        _FakeWorker.started[0].finish_one()          # an idle worker takes the next job
+        assert len(p._queue) == 2 and all(w.pending for w in _FakeWorker.started)
+    _FakeWorker.started[1].finish_one()              # running again: one compiles at a time
+    assert len(p._queue) == 2 and sum(bool(w.pending) for w in _FakeWorker.started) == 1
+    p._flush()
+    assert p._queue == [] and len(_FakeWorker.started) == 2
+    for w in _FakeWorker.started:
+        while w.pending:
+            w.finish_one()
+    assert all(f.result(timeout=1)["ok"] for f in futs)
+    monkeypatch.setenv("TRACER_COMPILE_WORKERS", "3")
+    assert (workers.pool_size(False), workers.pool_size(True)) == (3, 3)
+
+
 SCRIPT = textwrap.dedent("""
     import sys, time
     import numpy as np

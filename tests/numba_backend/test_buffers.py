@@ -1,0 +1,91 @@
+"""Buffers of the compiled tier: large kernel outputs that die within a call are reused by
+the next call (never one the caller holds), and the allocator policy of
+``numba_backend.memory``."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tracer
+import tracer.numpy as tnp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def sync_tier():
+    old = tracer.config.jit_compile
+    tracer.config.update("jit_compile", "sync")
+    yield
+    tracer.config.update("jit_compile", old)
+
+
+def _executable(jf, *args):
+    return tracer._jit_backend.get_executable(jf.trace(*args).jaxpr, "f")
+
+
+def test_temporaries_are_reused_and_results_stay_intact(sync_tier):
+    # t is a large kernel output read by two later kernels (a reduction and an
+    # element-wise pass), then dead: the next call's kernel writes into it again
+    def f(x):
+        t = tnp.exp(x * 0.5) + 1.0
+        return t / tnp.sum(t, axis=1, keepdims=True), tnp.max(t, axis=0)
+
+    jf = tracer.jit(f)
+    rng = np.random.default_rng(0)
+    xs = [rng.normal(size=(64, 512)) for _ in range(4)]
+    xs[1][3, 7] = np.nan
+    xs[2][:, 0] = -0.0
+    results, copies = [], []
+    for x in xs:
+        results.append([np.asarray(r) for r in jf(x)])
+        copies.append([r.copy() for r in results[-1]])
+    ex = _executable(jf, xs[0])
+    assert sum(len(v) for v in ex._pool.values()) >= 1, "no temporary was kept"
+    for x, got, copy in zip(xs, results, copies):
+        for g, c, w in zip(got, copy, f(x)):
+            np.testing.assert_array_equal(g, c)       # not written over by later calls
+            # (compiled exp is within an ulp of NumPy's)
+            np.testing.assert_allclose(g, np.asarray(w), rtol=1e-15, atol=0)
+
+
+def test_an_output_viewing_a_temporary_is_never_reused(sync_tier):
+    # the result is a view (reshape) of a kernel's output: that buffer must not go back
+    # to the pool while the caller holds the view
+    def f(x):
+        t = tnp.sin(x) * 3.0 + x
+        return t.reshape(-1), tnp.sum(t * t)
+
+    jf = tracer.jit(f)
+    x1, x2 = np.linspace(-1, 1, 64 * 256).reshape(64, 256), np.full((64, 256), 2.5)
+    r1 = jf(x1)
+    keep = np.asarray(r1[0]).copy()
+    jf(x2)
+    jf(x2)
+    np.testing.assert_array_equal(np.asarray(r1[0]), keep)
+
+
+def test_a_caller_keeping_a_returned_array_is_never_written(sync_tier):
+    jf = tracer.jit(lambda x: (x * 2.0 + 1.0, tnp.tanh(x * 2.0 + 1.0) * 0.5))
+    x = np.ones((128, 128))
+    a, b = jf(x)
+    a0, b0 = np.asarray(a).copy(), np.asarray(b).copy()
+    for k in range(3):
+        jf(x * (k + 2))
+    np.testing.assert_array_equal(np.asarray(a), a0)
+    np.testing.assert_array_equal(np.asarray(b), b0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_malloc_policy_applies_once_and_respects_the_user():
+    code = ("import numba_backend.executor, sys; from numba_backend import memory; "
+            "print(memory.tuned)")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    for extra, want in (({}, "True"), ({"TRACER_MALLOC_TUNING": "0"}, "False"),
+                        ({"MALLOC_TRIM_THRESHOLD_": "1000000"}, "False")):
+        res = subprocess.run([sys.executable, "-c", code], env=dict(env, **extra),
+                             capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert res.stdout.strip() == want, (extra, res.stdout)

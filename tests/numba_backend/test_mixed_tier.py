@@ -1,0 +1,151 @@
+"""The mixed tier: while compiles are pending, a program runs each kernel compiled as soon
+as its worker has finished and every other step through its slice of the optimized
+jaxpr on the NumPy impls; a kernel that fails to compile keeps running its slice.
+Results equal the NumPy tier bit for bit (exact operations only here: the tiers agree
+on them exactly, docs/ARCHITECTURE.md section 3)."""
+import logging
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+
+import lax
+import tracer
+import tracer.numpy as tnp
+from lowering import pipeline
+from lowering.ir import KernelStep, LibraryCall
+from numba_backend import cache, executor
+
+
+def _done(ok=True):
+    f = Future()
+    f.set_result({"ok": ok, "error": None if ok else "a test's failure"})
+    return f
+
+
+def _loss(w, b, x, y):
+    h = tnp.maximum(x @ w + b, 0.0)
+    return tnp.sum((h - y) ** 2) / x.shape[0]
+
+
+def _rows(x):
+    z = x - tnp.max(x, axis=1, keepdims=True)
+    return z / (tnp.sum(tnp.abs(z), axis=1, keepdims=True) + 1.0), tnp.min(x, axis=0)
+
+
+def _sorted_sums(x):
+    y = lax.sort(x * 2.0 + 1.0, dimension=0)
+    return tnp.cumsum(y, axis=0) - x, tnp.max(y, axis=1)
+
+
+def _edge(shape, rng):
+    x = rng.normal(size=shape)
+    flat = x.reshape(-1)
+    flat[:6] = [np.nan, -0.0, 0.0, np.inf, -np.inf, 3.0]
+    flat[6:9] = 3.0                      # ties with a maximum
+    return x
+
+
+def _programs():
+    rng = np.random.default_rng(0)
+    w, b = rng.normal(size=(6, 5)), rng.normal(size=5)
+    x, y = rng.normal(size=(7, 6)), rng.normal(size=(7, 5))
+    x[0, 0] = -0.0
+    return [("mlp grad", tracer.value_and_grad(_loss, argnums=(0, 1)), (w, b, x, y)),
+            ("rows", _rows, (_edge((5, 9), rng),)),
+            ("size-1 rows", _rows, (_edge((1, 9), rng),)),
+            ("sort cumsum", _sorted_sums, (_edge((6, 4), rng),))]
+
+
+def _executable(f, args):
+    """An Executable of ``f`` in a fresh in-memory kernel cache (its kernels not loaded)."""
+    cache.clear_memory_cache()
+    closed = tracer.jit(f).trace(*args).jaxpr
+    return executor.Executable(pipeline.lower(closed), "t"), \
+        [np.asarray(a) for a in tracer.tree_util.tree_leaves(args)]
+
+
+def _bits_equal(got, want):
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g.view(f"u{g.dtype.itemsize}"),
+                                      w.view(f"u{w.dtype.itemsize}"))
+
+
+@pytest.mark.parametrize("name,f,args", _programs(), ids=[p[0] for p in _programs()])
+def test_every_step_has_a_slice_and_slices_alone_give_the_numpy_tier(name, f, args):
+    ex, flat = _executable(f, args)
+    want = ex.run_numpy(flat)
+    kernels = [s for s in ex.program.steps if isinstance(s, KernelStep)]
+    assert kernels
+    for step in ex.program.steps:
+        if isinstance(step, KernelStep) or (isinstance(step, LibraryCall)
+                                            and step.kind != "reshape_view"):
+            fb = ex._fallback(step)
+            assert fb is not None, step
+            # the slice ends at exactly the variables of the step's outputs
+            assert fb.jaxpr.outvars == [ex.program.buffer_vars[o] for o in step.outs]
+    ex._broken.update(ex.handles)        # every kernel through its slice
+    _bits_equal(ex.run_compiled(flat), want)
+
+
+@pytest.mark.parametrize("name,f,args", _programs(), ids=[p[0] for p in _programs()])
+def test_kernels_switch_one_by_one_with_the_same_bits(name, f, args):
+    ex, flat = _executable(f, args)
+    want = ex.run_numpy(flat)
+    pending = [Future() for _ in ex.handles]
+    ex._jobs = list(zip(ex.handles, pending))
+    lib = [s for s in ex.program.steps if isinstance(s, LibraryCall)
+           and s.kind not in executor._UNPRIMED_KINDS]
+    primes = {id(s): Future() for s in lib}       # primed library calls still compiling
+    ex._prime_of, ex._primes = primes, list(primes.values())
+    assert ex._mixed() is False                   # nothing compiled: the NumPy tier
+    seen = []
+    for k, (h, fut) in enumerate(ex._jobs):
+        h.serial()                                # (what the worker left in the cache)
+        fut.set_result({"ok": True})
+        plan = ex._mixed()
+        assert plan, k
+        n_sliced = sum(1 for e in plan if e[0] == "f")
+        seen.append(n_sliced)
+        _bits_equal(ex.run_compiled(flat, plan=plan), want)
+    assert seen == sorted(seen, reverse=True) and seen[-1] == len(lib)
+    for fut in primes.values():
+        fut.set_result({"ok": True})
+    plan = ex._mixed()
+    assert not any(e[0] == "f" for e in plan)
+    _bits_equal(ex.run_compiled(flat, plan=plan), want)
+
+
+def test_a_kernel_that_fails_to_compile_runs_its_slice(caplog):
+    name, f, args = _programs()[1]
+    ex, flat = _executable(f, args)
+    want = ex.run_numpy(flat)
+    for h in ex.handles[1:]:
+        h.serial()
+    ex._jobs = [(ex.handles[0], _done(False))] + [(h, _done()) for h in ex.handles[1:]]
+    ex._primes = []
+    with caplog.at_level(logging.WARNING, logger="tracer"):
+        ex._switch()
+    assert ex.state == "ready" and ex._broken == {ex.handles[0]}
+    assert ex.handles[0].path in caplog.text and "failed to compile" in caplog.text
+    plan = ex._compiled_steps()
+    assert [e[0] for e in plan].count("f") == 1
+    for _ in range(2):
+        _bits_equal(ex.run_compiled(flat), want)
+
+
+def test_the_async_tier_runs_mixed_and_answers_as_the_numpy_tier():
+    name, f, args = _programs()[0]
+    jf = tracer.jit(f)
+    want = [np.asarray(a) for a in tracer.tree_util.tree_leaves(f(*args))]
+    old = tracer.config.jit_compile
+    tracer.config.update("jit_compile", "async")
+    try:
+        for _ in range(3):
+            got = tracer.tree_util.tree_leaves(jf(*args))
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(np.asarray(g), w, rtol=1e-13)
+    finally:
+        tracer.config.update("jit_compile", old)
