@@ -31,7 +31,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from tracer import dtypes
-from tracer.core import Array, Primitive, ShapedArray, Tracer, get_aval, new_base_main
+from tracer.core import Array, Primitive, ShapedArray, Tracer, describe, get_aval, new_base_main
 from tracer.interpreters import ad, batching
 from tracer.interpreters.ad import Zero
 from lax.utils import (_any, _num, _ordered, canonicalize_axis, canonicalize_shape,
@@ -1113,7 +1113,7 @@ def _start_index_operands(start_indices, operand_shape, fname, allow_negative_in
         if isinstance(i, (bool, float, complex)) or (
                 not isinstance(i, (int, np.integer)) and
                 not dtypes.is_integer(get_aval(i).dtype)):
-            raise TypeError(f"{fname}: start indices must be integers, got {i!r}")
+            raise TypeError(f"{fname}: start indices must be integers, got {describe(i)}")
         if not isinstance(i, (int, np.integer)) and get_aval(i).ndim != 0:
             raise TypeError(f"{fname}: each start index must be a scalar, got shape "
                             f"{get_aval(i).shape}")

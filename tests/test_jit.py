@@ -494,3 +494,18 @@ def test_bad_input_errors():
         tracer.jit(g)(np.ones(2))
     with pytest.raises(TypeError, match="not a valid array type"):
         tracer.jit(lambda x: x)("a string")
+
+
+def test_errors_show_traced_values_by_their_avals():
+    # a traced value in a message reads as its aval, never as the tracer's repr
+    x = tnp.arange(5.0)
+    with pytest.raises(TypeError, match=r"start indices must be integers, got a traced "
+                                        r"f64\[\] value$"):
+        tracer.jit(lambda x, i: lax.dynamic_slice(x, (i,), (2,)))(x, 1.5)
+    with pytest.raises(TypeError) as e:
+        tracer.jit(lambda a, b: tnp.add(a, b))([1, 2, 3], x)
+    assert "argument 0 is list of 3 [a traced i64[] value, a traced i64[] value, " \
+        "a traced i64[] value]: convert it with tracer.numpy.asarray first" in str(e.value)
+    assert "Traced<" not in str(e.value)
+    with pytest.raises(TypeError, match=r"argument 1 is list of 5 \[1, 2, 3, \.\.\.\]"):
+        tnp.add(x, [1, 2, 3, 4, 5])

@@ -344,6 +344,20 @@ def full_lower(val):
 
 # ------------------------------------- tracers ------------------------------------------
 
+def describe(x, limit: int = 80) -> str:
+    """``x`` as an error message shows it: a traced value by its aval (its repr names
+    the trace, which means nothing to the caller), a list or tuple by its length and
+    first elements, anything else by a repr cut to ``limit`` characters."""
+    if isinstance(x, Tracer):
+        return f"a traced {x.aval.str_short()} value"
+    if isinstance(x, (list, tuple)):
+        items = ", ".join(describe(v, 24) for v in x[:3])
+        more = ", ..." if len(x) > 3 else ""
+        return f"{type(x).__name__} of {len(x)} [{items}{more}]"
+    r = repr(x)
+    return r if len(r) <= limit else r[:limit - 3] + "..."
+
+
 class Tracer:
     """A value inside a transformation. Array operations on tracers are attached by
     ``tracer.numpy.array_methods`` (shared with ``Array``)."""

@@ -6,7 +6,7 @@ import numpy as np
 
 import lax
 from tracer import dtypes
-from tracer.core import Array, Tracer, get_aval, to_numpy
+from tracer.core import Array, Tracer, describe, get_aval, to_numpy
 
 _PY_SCALARS = (bool, int, float, complex)
 
@@ -16,7 +16,8 @@ def check_arraylike(fname: str, *args):
     for i, a in enumerate(args):
         if not is_arraylike(a):
             raise TypeError(f"{fname} requires array-like arguments (Array, NumPy array or "
-                            f"Python scalar); argument {i} is {type(a).__name__}: {a!r}")
+                            f"Python scalar); argument {i} is {describe(a)}: convert it with "
+                            "tracer.numpy.asarray first")
 
 
 def is_arraylike(x) -> bool:
