@@ -16,7 +16,8 @@ Columns: ``cold``/``warm`` are seconds from process start to the end of the last
 ``exit`` is how long the process took after that to end (pending background work must not
 hold it up); ``bg`` is how long the cold run's compile workers went on after it ended,
 finishing its pending compiles into the cache (the warm run starts when they are done, as
-a user's next run would find the cache). Threads: one per library unless ``--threads N`` (NumPy's BLAS, Numba, XLA).
+a user's next run would find the cache). Threads: one per library unless ``--threads N`` (NumPy's BLAS, Numba, XLA; 0 sets
+none, leaving each library's default).
 """
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ print(json.dumps({{"t_import": t_import, "t_end": time.time()}}))
 
 
 def _thread_env(n):
+    if n == 0:          # each library's own default, as a user's program starts
+        return {}
     env = {var: str(n) for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                                    "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
     env["XLA_FLAGS"] = (f"--xla_cpu_multi_thread_eigen={'true' if n > 1 else 'false'} "
@@ -118,7 +121,8 @@ def main(argv=None):
     ap.add_argument("--jax-python", default=os.environ.get("TRACER_BENCH_JAX_PYTHON"),
                     help="a Python with JAX installed (default: this one, if it has JAX)")
     ap.add_argument("--calls", type=int, default=None, help="calls per job (default: the job's)")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads per library (0: each library's default, no variables set)")
     ap.add_argument("--timeout", type=float, default=1200.0, help="seconds per process")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)

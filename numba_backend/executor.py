@@ -39,7 +39,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from lowering.ir import HostStep, KernelStep, LibraryCall, Program
-from numba_backend import cache, codegen, library, memory
+from numba_backend import cache, codegen, library, memory, threads
 from numba_backend.compile_worker import library_job
 from numba_backend.storage import needs_view, to_storage
 from numba_backend.workers import pool
@@ -301,6 +301,8 @@ class Executable:
                                (time.perf_counter() - t0) * 1e3)
 
     def __call__(self, args):
+        if threads.pending:       # compile workers started or finished (their cores)
+            threads.apply()
         if config.debug_kernels:
             return self.run_compiled(args, debug=True)
         if self.state == "ready":
@@ -319,6 +321,8 @@ class Executable:
                 self._switch()
             else:
                 self._compile_in_background()
+                if threads.pending:
+                    threads.apply()
                 if self._loops():
                     # The NumPy tier would run each loop iteration equation by equation
                     # from Python: rather wait for this program's own kernels (the loops
@@ -678,7 +682,7 @@ def _parallel_ok() -> bool:
     if _par_ok is None:
         import numba
         _par_ok = numba.config.NUMBA_NUM_THREADS > 1
-    return _par_ok
+    return _par_ok and threads.parallel_ok()
 
 
 def _slice_fallback(program: Program, step):

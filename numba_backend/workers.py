@@ -29,6 +29,8 @@ import sys
 import threading
 from concurrent.futures import Future
 
+from numba_backend import threads
+
 logger = logging.getLogger("tracer")
 
 _BOOT = ("import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
@@ -192,6 +194,8 @@ class Pool:
                                    "on a thread of this process", e)
             if self.broken:
                 stranded, self._queue = self._queue, []
+            # the program's thread pools give busy workers their cores (numba_backend.threads)
+            threads.workers_busy(sum(1 for w in self._live() if w.pending))
         for _, fut, fallback in stranded:
             _fallback(fallback, fut)
 

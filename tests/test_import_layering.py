@@ -119,7 +119,8 @@ def test_the_scan_catches_every_form_of_import(tmp_path):
 def test_import_tracer_loads_no_compiler(mode):
     # the compiler is loaded by the first jit, not by ``import tracer``; with the default
     # tier, ``import tracer`` starts one compile worker through numba_backend.workers (a
-    # module of plain subprocesses: no Numba, no lowering in this process)
+    # module of plain subprocesses, with the thread policy it reports to: no Numba, no
+    # lowering in this process)
     code = ("import sys, tracer, tracer.numpy, lax\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('lowering', 'numba_backend', 'numba')))\n")
@@ -127,7 +128,8 @@ def test_import_tracer_loads_no_compiler(mode):
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=120, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
-    want = "[]" if mode == "sync" else "['numba_backend', 'numba_backend.workers']"
+    want = "[]" if mode == "sync" else \
+        "['numba_backend', 'numba_backend.threads', 'numba_backend.workers']"
     assert res.stdout.strip() == want, res.stdout
 
 
