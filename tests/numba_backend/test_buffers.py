@@ -89,3 +89,44 @@ def test_malloc_policy_applies_once_and_respects_the_user():
                              capture_output=True, text=True, timeout=300, cwd=ROOT)
         assert res.returncode == 0, res.stderr[-2000:]
         assert res.stdout.strip() == want, (extra, res.stdout)
+
+
+def test_straight_line_runner_equals_the_plan_loop(sync_tier):
+    # kernels (with a parallel variant and a pooled temporary), reshape views, library
+    # calls (dot_general, sort) and a literal output: the generated runner gives the
+    # plan loop's results bit for bit, call after call, and takes the pool's buffers
+    def f(w, x):
+        h = tnp.tanh(x @ w + 1.0)                  # dot_general, then a kernel
+        t = tnp.exp(h * 0.5)                        # a large temporary
+        s = tnp.sort(t.reshape(-1))                 # a view, then a library call
+        return t / tnp.sum(t, axis=1, keepdims=True), s[:5], tnp.max(h, axis=0), 2.0
+
+    jf = tracer.jit(f)
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=(32, 256))
+    xs = [rng.normal(size=(128, 32)) for _ in range(3)]
+    xs[1][0, 0] = np.nan
+    xs[2][:, 3] = -0.0
+    ex = _executable(jf, w, xs[0])
+    for x in xs:
+        want = [np.asarray(o) for o in f(w, x)]             # eager
+        got_fast = ex.run_compiled([w, x])
+        assert ex._straight is not None and "def run(args):" in ex._straight.source
+        got_loop = ex.run_compiled([w, x], plan=ex._plan_compiled)
+        for a, b, e in zip(got_fast, got_loop, want):
+            a, b = np.asarray(a), np.asarray(b)
+            assert a.tobytes() == b.tobytes()
+            # (compiled exp and tanh may differ from NumPy's by an ulp: README)
+            np.testing.assert_allclose(a, e, rtol=1e-14, atol=0)
+        assert not any(a.flags.writeable for a in got_fast[:3])   # (the 4th: a literal)
+    assert ex._pool, "the temporary went back to the pool"
+
+
+def test_straight_line_runner_is_skipped_where_the_plan_has_fallbacks(sync_tier):
+    # float16 kernels travel as bits through their own path: the plan loop runs them
+    jf = tracer.jit(lambda x: tnp.exp(x) * 2)
+    x = np.linspace(-2, 2, 50).astype(np.float16)
+    ex = _executable(jf, x)
+    got = ex.run_compiled([x])
+    assert ex._straight is None
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(jf(x)))
