@@ -1045,12 +1045,20 @@ class CompiledRunner:
 
     def prefetch(self):
         """In "async" mode, start the driver's compile in a worker now (a driver in the
-        disk cache needs none: it loads on the first call)."""
+        disk cache needs none: it loads on the first call); for a scan short enough to
+        run as a Python loop meanwhile, after the body's own kernels: that loop runs them,
+        each switched to compiled code in a fraction of a second, where the driver takes
+        seconds (and then loads them from the cache instead of compiling them)."""
         d = self.driver
         if config.jit_compile != "async" or d.compiled or d.failed is not None:
             return
         if d.job is None and not d.on_disk():
             from numba_backend.workers import pool
+            if self.kind != "while" and self._host_seconds() < _HOST_BUDGET_S:
+                # (a scan this short runs its Python loop meanwhile; a long one and a
+                # while loop wait for, or soon hand over to, the driver)
+                for ex in self.host.exes:
+                    ex._compile_in_background()
             d.job = pool.submit(self._job(), self._compile)
 
     def __call__(self, arrays):

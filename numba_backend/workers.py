@@ -166,7 +166,17 @@ class Pool:
         fut: Future = Future()
         if job is not None and not self.broken:
             with self._lock:
-                self._queue.append((dict(job, id=next(self._ids), tries=0), fut, fallback))
+                entry = (dict(job, id=next(self._ids), tries=0), fut, fallback)
+                if "globals" in job:
+                    self._queue.append(entry)
+                else:
+                    # kernels and library primes go before loop drivers (jobs with
+                    # globals): each switches a step of the running program to compiled
+                    # code within a fraction of a second, where a driver takes seconds
+                    # (and finds its kernels in the cache then)
+                    at = next((i for i, (j, _, _) in enumerate(self._queue)
+                               if "globals" in j), len(self._queue))
+                    self._queue.insert(at, entry)
             self._dispatch()
             return fut
         return _fallback(fallback)

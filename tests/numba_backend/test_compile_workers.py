@@ -454,3 +454,20 @@ def test_warm_up_steps_compile(step):
     fn = getattr(compile_worker, step)
     assert fn in compile_worker.WARM_UP_STEPS
     fn()
+
+
+def test_kernel_jobs_go_before_queued_drivers(monkeypatch):
+    # a driver job (one with globals) takes seconds; kernels and library primes switch
+    # steps of the running program in a fraction of one: they overtake queued drivers,
+    # and keep their own order
+    from numba_backend import workers
+    p = workers.Pool()
+    monkeypatch.setattr(p, "_dispatch", lambda: None)     # (nothing leaves the queue)
+    p.submit({"path": "d1", "globals": []}, None)
+    p.submit({"path": "k1"}, None)
+    p.submit({"path": "d2", "globals": []}, None)
+    p.submit({"library": "x"}, None)
+    p.submit({"path": "k2"}, None)
+    order = [j.get("path", j.get("library")) for j, _, _ in p._queue]
+    assert order == ["k1", "x", "k2", "d1", "d2"]
+    p._queue = []
