@@ -49,6 +49,7 @@ from tracer.jaxpr import Jaxpr, Var, eval_jaxpr_impls
 
 logger = logging.getLogger("tracer")
 memory.tune_malloc()
+memory.freeze_gc_at_exit()
 STRICT = os.environ.get("TRACER_STRICT_LOWERING", "") not in ("", "0")
 # Library calls whose implementation compiles nothing (or has its own compile path; a
 # user's kernel, numba_call, exists in this process only).

@@ -4,6 +4,7 @@ the next call (never one the caller holds), and the allocator policy of
 import os
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -130,3 +131,25 @@ def test_straight_line_runner_is_skipped_where_the_plan_has_fallbacks(sync_tier)
     got = ex.run_compiled([x])
     assert ex._straight is None
     np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(jf(x)))
+
+
+def test_the_collector_is_frozen_at_exit_and_exit_handlers_still_run(tmp_path):
+    # the backend's exit hook freezes the collector (its last collections would walk
+    # Numba's registries); handlers registered before it still run afterwards, and
+    # open files are still flushed
+    out = tmp_path / "out.txt"
+    code = textwrap.dedent(f"""
+        import atexit, gc
+        f = open({str(out)!r}, "w")
+        f.write("written ")
+        atexit.register(lambda: f.write(f"frozen={{gc.get_freeze_count() > 0}}"))
+        import numpy as np, tracer, tracer.numpy as tnp
+        tracer.config.update("jit_compile", "sync")
+        print(float(tracer.jit(lambda x: tnp.sum(x * 2.0))(np.ones(3))))
+    """)
+    env = dict(os.environ, PYTHONPATH=ROOT, TRACER_CACHE_DIR=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "6.0"
+    assert out.read_text() == "written frozen=True"
