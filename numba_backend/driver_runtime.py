@@ -28,12 +28,10 @@ import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
 import numba
 from numba import types
 from numba.core import cgutils
-from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic
-from numba.np.arrayobj import populate_array
 
 from numba_backend.blas import matmul_into, matvec_into, vecmat_into
-from numba_backend.views import reshape_c
+from numba_backend.views import c_view, reshape_c
 
 # A kernel's return type (it ends in ``return 0``): what ``call_kernel`` reserves for
 # the result, which it drops. ``control_flow`` checks each kernel it calls has it.
@@ -85,21 +83,11 @@ def arena_view(typingctx, arena, ip, k, nd):
         aryty, ipty = sig.args[:2]
         ary = context.make_array(aryty)(context, builder, args[0])
         ipa = context.make_array(ipty)(context, builder, args[1])
-        intp = context.get_value_type(types.intp)
         vals = [builder.load(builder.gep(ipa.data, [context.get_constant(types.intp, j)]))
                 for j in range(first_k, first_k + 1 + rank)]
         first, dims = vals[0], vals[1:]
-        strides = [None] * rank
-        step = ary.itemsize
-        for d in reversed(range(rank)):
-            strides[d] = step
-            step = builder.mul(step, dims[d])
-        out = context.make_array(sig.return_type)(context, builder)
-        populate_array(out, data=builder.gep(ary.data, [first]),
-                       shape=cgutils.pack_array(builder, dims, ty=intp),
-                       strides=cgutils.pack_array(builder, strides, ty=intp),
-                       itemsize=ary.itemsize, meminfo=ary.meminfo, parent=ary.parent)
-        return impl_ret_borrowed(context, builder, sig.return_type, out._getvalue())
+        return c_view(context, builder, sig.return_type, ary, builder.gep(ary.data, [first]),
+                      dims)
 
     return ret(arena, ip, k, nd), codegen
 

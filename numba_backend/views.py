@@ -19,6 +19,24 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
 
 
+def c_view(context, builder, viewty, ary, data, dims):
+    """Lowering helper: the C-contiguous array of type ``viewty`` and extents ``dims``
+    (intp values) whose first element is at ``data``, a view sharing ``ary``'s owner
+    (``ary``: a Numba array structure)."""
+    intp = context.get_value_type(types.intp)
+    strides = [None] * len(dims)
+    step = ary.itemsize
+    for k in reversed(range(len(dims))):
+        strides[k] = step
+        step = builder.mul(step, dims[k])
+    out = context.make_array(viewty)(context, builder)
+    populate_array(out, data=data,
+                   shape=cgutils.pack_array(builder, dims, ty=intp),
+                   strides=cgutils.pack_array(builder, strides, ty=intp),
+                   itemsize=ary.itemsize, meminfo=ary.meminfo, parent=ary.parent)
+    return impl_ret_borrowed(context, builder, viewty, out._getvalue())
+
+
 @intrinsic
 def reshape_c(typingctx, arr, shape):
     """``arr`` (a C-contiguous array) viewed with ``shape`` (a tuple of integers of the
@@ -38,19 +56,8 @@ def reshape_c(typingctx, arr, shape):
     def codegen(context, builder, sig, args):
         aryty, shapety = sig.args
         ary = context.make_array(aryty)(context, builder, args[0])
-        intp = context.get_value_type(types.intp)
         dims = [context.cast(builder, d, shapety[k], types.intp)
                 for k, d in enumerate(cgutils.unpack_tuple(builder, args[1], nd))]
-        strides = [None] * nd
-        step = ary.itemsize
-        for k in reversed(range(nd)):
-            strides[k] = step
-            step = builder.mul(step, dims[k])
-        out = context.make_array(sig.return_type)(context, builder)
-        populate_array(out, data=ary.data,
-                       shape=cgutils.pack_array(builder, dims, ty=intp),
-                       strides=cgutils.pack_array(builder, strides, ty=intp),
-                       itemsize=ary.itemsize, meminfo=ary.meminfo, parent=ary.parent)
-        return impl_ret_borrowed(context, builder, sig.return_type, out._getvalue())
+        return c_view(context, builder, sig.return_type, ary, ary.data, dims)
 
     return ret(arr, shape), codegen
