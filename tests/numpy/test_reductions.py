@@ -250,3 +250,22 @@ def test_reductions_of_a_scalar_over_axis_0_raise_axis_error(name):
     assert float(getattr(tnp, name)(s, axis=())) == float(getattr(np, name)(3.0, axis=()))
     with pytest.raises(ValueError, match=f"{name}: repeated axis"):
         getattr(tnp, name)(tnp.ones((2, 3)), axis=(0, -2))
+
+
+@pytest.mark.parametrize("axis", [1.0, 0.9, 1.5, "0", np.float64(1.0), (0, 1.0)])
+@pytest.mark.parametrize("name", ["sum", "max", "mean", "argmax", "cumsum", "sort", "flip",
+                                  "concatenate", "stack", "squeeze", "expand_dims"])
+def test_a_non_integer_axis_is_a_type_error_as_in_numpy(name, axis):
+    # (it was truncated: sum(x, axis=1.5) summed over axis 1)
+    x = np.arange(6.0).reshape(1, 2, 3)
+    calls = {"concatenate": lambda m, a: m.concatenate([x, x], axis=a),
+             "stack": lambda m, a: m.stack([x, x], axis=a),
+             "expand_dims": lambda m, a: m.expand_dims(x, a)}
+    call = calls.get(name, lambda m, a: getattr(m, name)(x, axis=a))
+    if not (name in ("argmax", "cumsum", "sort", "expand_dims", "concatenate", "stack")
+            and isinstance(axis, tuple)):
+        with pytest.raises(TypeError):
+            call(np, axis)
+    # (expand_dims's and squeeze's messages do not name them yet)
+    with pytest.raises(TypeError, match=None if name in ("squeeze", "expand_dims") else name):
+        call(tnp, axis)

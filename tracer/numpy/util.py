@@ -2,6 +2,8 @@
 lattice, weak types) and shape broadcasting, both expressed with lax primitives."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 import lax
@@ -180,15 +182,23 @@ def promote_args_inexact(fname, *args):
     return promote_shapes(fname, *promote_dtypes_inexact(*args))
 
 
+def axis_index(a, fname) -> int:
+    """An axis as a Python int (``operator.index``, as NumPy: a float or string axis is a
+    TypeError, never truncated)."""
+    try:
+        return operator.index(a)
+    except TypeError:
+        raise TypeError(f"{fname}: axis must be an integer or a tuple of integers, got "
+                        f"{describe(a)} of type {type(a).__name__}") from None
+
+
 def canonicalize_axis_tuple(axis, ndim, fname):
     """``axis`` (None, int or sequence) as a tuple of non-negative axes;
     AxisError / ValueError naming ``fname`` when out of range or repeated."""
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, (tuple, list)):
-        axes = tuple(int(a) for a in axis)
-    else:
-        axes = (int(axis),)
+    axes = tuple(axis_index(a, fname) for a in axis) if isinstance(axis, (tuple, list)) \
+        else (axis_index(axis, fname),)
     out = []
     for a in axes:
         if not -ndim <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
