@@ -197,6 +197,35 @@ def test_compiled_sin_cos_take_the_fast_path_and_a_second_pass_for_huge_argument
         assert np.isnan(got[np.isnan(want)]).all()
 
 
+def test_reductions_of_sin_cos_take_the_fast_path_and_a_second_pass_too():
+    # a serial reduction nest runs the fast versions and reruns (accumulators and
+    # pairwise scratch set up again) with the full ones when an argument is >= 2**17;
+    # the sums equal NumPy's pairwise sums of the full versions' values, bit for bit
+    f = lambda x: (tnp.sum(tnp.sin(x) * 2.0, axis=1), tnp.max(tnp.cos(x), axis=0))
+    rng = np.random.default_rng(4)
+    ordinary = (rng.normal(size=(8, 512)) * 1000).astype(np.float32)
+    ordinary[0, :3] = [np.inf, -0.0, np.nan]
+    huge = ordinary.copy()
+    huge[[1, 5], [7, 300]] = [1e30, -2.0 ** 17]
+    prog = pipeline.lower(tracer.make_jaxpr(f)(ordinary))
+    serial = [codegen.generate(k).text.split("\n\n\n")[1] for k in prog.kernels()]
+    assert any("rare_ += " in t and "if rare_ != 0:" in t for t in serial)
+    jf = tracer.jit(f)
+    for x in (ordinary, huge):
+        got_sum, got_max = (np.asarray(o) for o in jf(x))
+        sc = np.empty((2, x.size), np.float32)
+        _sincos32(x.ravel(), sc)
+        s2 = (sc[0] * np.float32(2.0)).reshape(x.shape)
+        want_sum = s2.sum(axis=1)
+        want_max = sc[1].reshape(x.shape).max(axis=0)
+        ok = ~np.isnan(want_sum)
+        np.testing.assert_array_equal(got_sum[ok].view(np.uint32), want_sum[ok].view(np.uint32))
+        assert np.isnan(got_sum[~ok]).all()
+        ok = ~np.isnan(want_max)
+        np.testing.assert_array_equal(got_max[ok], want_max[ok])
+        assert np.isnan(got_max[~ok]).all()
+
+
 def test_fma_rounds_once_compiled_and_in_python():
     a, b, c = np.float32(1 + 2 ** -12), np.float32(1 - 2 ** -12), np.float32(-1)
     f = numba.njit(lambda a, b, c: vecmath.fma(a, b, c))
