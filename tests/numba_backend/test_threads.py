@@ -7,9 +7,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
-pytest.importorskip("threadpoolctl")
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
