@@ -34,12 +34,13 @@ import time
 
 # ---------------------------------- argument types ----------------------------------------
 
-def array_spec(dtype, ndim: int, readonly: bool) -> list:
-    """The JSON form of a C-contiguous array type (float16 and the ml_dtypes types travel
-    as their bits: ``numba_backend.storage``)."""
+def array_spec(dtype, ndim: int, readonly: bool, layout: str = "C") -> list:
+    """The JSON form of an array type, C-contiguous unless ``layout`` says otherwise
+    (float16 and the ml_dtypes types travel as their bits: ``numba_backend.storage``)."""
     from numba_backend.storage import storage_dtype
     dtype = storage_dtype(dtype)
-    return [dtype.str, int(ndim), bool(readonly)]
+    spec = [dtype.str, int(ndim), bool(readonly)]
+    return spec if layout == "C" else spec + [layout]
 
 
 def numba_types(spec) -> tuple:
@@ -48,8 +49,9 @@ def numba_types(spec) -> tuple:
     import numba
     import numpy as np
     from numba import types
-    return tuple(types.Array(numba.from_dtype(np.dtype(d)), n, "C", readonly=r)
-                 for d, n, r in spec)
+    return tuple(types.Array(numba.from_dtype(np.dtype(s[0])), s[1],
+                             s[3] if len(s) > 3 else "C", readonly=s[2])
+                 for s in spec)
 
 
 # ---------------------------------- modules and jobs --------------------------------------
@@ -129,6 +131,10 @@ def run_job(job: dict) -> None:
     # its compile does not need; the program loads them for that signature once the
     # driver is ready: compiled here first, that is a disk-cache load
     for k in job.get("globals", ()):
+        if "runtime" in k:      # a driver_runtime function (its own disk cache)
+            from numba_backend import driver_runtime
+            getattr(driver_runtime, k["runtime"]).compile(numba_types(k["sig"]))
+            continue
         kmod = load_module(k["module"], k["path"])
         dispatcher(kmod, k["func"], k["opts"]).compile(numba_types(k["sig"]))
     dispatcher(mod, job["func"], job["opts"]).compile(numba_types(job["sig"]))

@@ -19,7 +19,8 @@ emitted as statements inside a real ``for`` (scan), ``while`` (while) or ``if``/
   of ``IP``/``FP``: the driver holds a call, not a second copy of the kernel that LLVM
   would optimize and compile again with the driver;
 - a ``dot_general`` library call of two float matrices calls ``driver_runtime.dot_mm``
-  (cached, BLAS through ``numba_backend.blas``) on (possibly transposed) views; others
+  (cached, BLAS through ``numba_backend.blas``) on (possibly transposed) views, by
+  address as a kernel (so do the copies, ``driver_runtime.copy_c``); others
   call a generated helper (BLAS through ``np.dot`` on contiguous (batch, free,
   contracting) views, integer types by loops), from the step's avals and params;
 - a ``reshape_view`` library call is a reshape of the buffer;
@@ -89,6 +90,13 @@ class NotCompilable(Exception):
     """A step of a body that generated Numba code cannot call."""
 
 
+class RuntimeFunction(NamedTuple):
+    """A function of ``driver_runtime`` a driver calls by address, like its kernels
+    (``Driver.link_kernels``)."""
+    func: str
+    in_process = False
+
+
 _storage = storage_dtype
 
 
@@ -124,7 +132,7 @@ class _Gen:
         self.floats: list = []
         self.arrays: list = []          # (var name, value)
         # the kernels it calls: name (a module constant, its index in ``KP``) ->
-        # (CompiledKernel, signature spec), in ``KP``'s order
+        # (CompiledKernel or RuntimeFunction, signature spec), in ``KP``'s order
         self.kernels: dict = {}
         self.helpers: dict = {}         # function name -> source
         # Buffers the caller allocates (an ``np.empty`` or ``reshape`` inside a driver
@@ -195,13 +203,22 @@ class _Gen:
         self.line(f"{v} = reshape_c({var}, {self.dims(shape)})")
         return v
 
-    def copy(self, dst, src, ndim):
-        """``dst[...] = src`` for arrays of rank ``ndim`` (same shapes), as a loop
-        (``driver_runtime.copy_c``: compiled once, not typed by each driver)."""
+    def copy(self, dst, src, dtype, ndim):
+        """``dst[...] = src`` for C-contiguous arrays of ``dtype`` and rank ``ndim``
+        (same shapes), as a loop (``driver_runtime.copy_c``: compiled once, not typed by
+        each driver)."""
         if ndim == 0:
             self.line(f"{dst}[()] = {src}[()]")
             return
-        self.line(f"copy_c({src}, {dst})")
+        a = array_spec(dtype, ndim, False)
+        self.line(f"call_kernel(KP[{self.runtime_global('copy_c', [a, a])}], {src}, {dst})")
+
+    def runtime_global(self, func, spec) -> str:
+        """The name of ``driver_runtime.<func>`` compiled for ``spec`` in ``KP``."""
+        tag = hashlib.sha256(repr(spec).encode()).hexdigest()[:8]
+        name = f"R_{func}_{tag}"
+        self.kernels.setdefault(name, (RuntimeFunction(func), spec))
+        return name
 
     # -- programs --
     def program(self, prog, in_vars, targets=None):
@@ -396,13 +413,13 @@ class _Gen:
         for c, n in zip(cur, nxt):
             self.partner[c], self.partner[n] = n, c
         for c, v, a in zip(cur, init, avals):
-            self.copy(c, v, a.ndim)
+            self.copy(c, v, a.dtype, a.ndim)
         return cur, nxt
 
     def advance(self, cur, nxt, outs, written, avals):
         for n, o, w, a in zip(nxt, outs, written, avals):
             if not w:
-                self.copy(n, o, a.ndim)
+                self.copy(n, o, a.dtype, a.ndim)
         if cur:
             self.line(f"{', '.join(cur + nxt)}, = {', '.join(nxt + cur)},")
 
@@ -435,7 +452,7 @@ class _Gen:
                                          nxt + [None] * len(y_avals))
             for y, o, a in zip(ys, outs[nk:], y_avals):
                 if a.ndim >= 2:
-                    self.copy(f"{y}[{i}]", o, a.ndim - 1)
+                    self.copy(f"{y}[{i}]", o, a.dtype, a.ndim - 1)
                 else:
                     self.line(f"{y}[{i}] = {o}[()]")
             self.advance(cur, nxt, outs[:nk], written[:nk], k_avals)
@@ -497,9 +514,13 @@ class _Gen:
                 and lhs_a.ndim == 2 and rhs_a.ndim == 2 and len(lc) == 1:
             # a matrix product: the shared, cached driver_runtime.dot_mm on (m, k) and
             # (k, n) views (a transpose is an F-layout view, not a copy)
-            a = ins[0] if tuple(lc) == (1,) else f"{ins[0]}.T"
-            b = ins[1] if tuple(rc) == (0,) else f"{ins[1]}.T"
-            self.line(f"dot_mm({a}, {b}, {v})")
+            ta, tb = tuple(lc) != (1,), tuple(rc) != (0,)
+            a = f"{ins[0]}.T" if ta else ins[0]
+            b = f"{ins[1]}.T" if tb else ins[1]
+            spec = [array_spec(lhs_a.dtype, 2, False, "F" if ta else "C"),
+                    array_spec(rhs_a.dtype, 2, False, "F" if tb else "C"),
+                    array_spec(out_a.dtype, 2, False)]
+            self.line(f"call_kernel(KP[{self.runtime_global('dot_mm', spec)}], {a}, {b}, {v})")
             return v
         name, src = _dot_helper(lhs_a, rhs_a, out_a, dn)
         self.helpers[name] = src
@@ -791,9 +812,14 @@ class Driver:
 
         from numba_backend.driver_runtime import KERNEL_RETURN
         addrs = []
+        from numba_backend import driver_runtime
         for name, (h, spec) in self.kernels.items():
             sig = numba_types(spec)
-            if h.in_process:
+            if isinstance(h, RuntimeFunction):
+                # (Numba's disk cache: a worker compiled it with the driver)
+                disp = getattr(driver_runtime, h.func)
+                disp.compile(sig)
+            elif h.in_process:
                 # its executor's dispatcher, compiled for ``spec`` (no disk cache to
                 # load a second copy from)
                 disp = h.serial()
@@ -900,10 +926,7 @@ def build_source(spec):
         em.line("from numba.extending import register_jitable")
     if any("matmul_into(" in src for src in g.helpers.values()):
         em.line("from numba_backend.blas import matmul_into, matvec_into, vecmat_into")
-    runtime = [n for n, used in (("arena_view", arena_lines),
-                                 ("call_kernel", g.kernels),
-                                 ("copy_c", any("copy_c(" in ln for ln in g.em.lines)),
-                                 ("dot_mm", any("dot_mm(" in ln for ln in g.em.lines)))
+    runtime = [n for n, used in (("arena_view", arena_lines), ("call_kernel", g.kernels))
                if used]
     if runtime:
         em.line(f"from numba_backend.driver_runtime import {', '.join(runtime)}")
@@ -964,6 +987,28 @@ _HOST_BUDGET_S = 0.5
 _SECONDS_PER_EQN = 10e-6
 
 
+def numpy_tier_seconds(jaxpr) -> float:
+    """About how long one run of ``jaxpr`` (a Jaxpr) takes on the NumPy impls, equation
+    by equation: some microseconds per equation run, a scan's body ``length`` times, a
+    cond's costliest branch; a while loop's trip count is unknown (inf)."""
+    total = 0.0
+    for e in jaxpr.eqns:
+        name = e.primitive.name
+        if name == "while":
+            return float("inf")
+        subs = [v for v in e.params.values() if hasattr(v, "eqns") or hasattr(v, "jaxpr")]
+        subs += [b for v in e.params.values() if isinstance(v, tuple)
+                 for b in v if hasattr(b, "eqns") or hasattr(b, "jaxpr")]
+        inner = [numpy_tier_seconds(getattr(j, "jaxpr", j)) for j in subs]
+        if name == "scan":
+            total += e.params["length"] * sum(inner)
+        elif name == "cond":
+            total += max(inner, default=0.0)
+        else:
+            total += sum(inner) if inner else _SECONDS_PER_EQN
+    return total
+
+
 class CompiledRunner:
     """Runs a control-flow call through its generated driver (host loop meanwhile when
     the driver is still compiling in the background)."""
@@ -1001,7 +1046,9 @@ class CompiledRunner:
             return None
         return {"module": d.module.__name__, "path": d.path, "func": "driver", "opts": d.opts,
                 "sig": self._sig_spec(),
-                "globals": [{"name": n, "module": h.module.__name__, "path": h.path,
+                "globals": [{"name": n, "runtime": h.func, "sig": spec}
+                            if isinstance(h, RuntimeFunction) else
+                            {"name": n, "module": h.module.__name__, "path": h.path,
                              "func": "kernel", "opts": h.opts(False), "sig": spec}
                             for n, (h, spec) in d.kernels.items()]}
 
@@ -1009,8 +1056,8 @@ class CompiledRunner:
         """About how long the Python loop would take: the NumPy tier costs some
         microseconds per equation of the body and iteration."""
         p = self.host.params
-        eqns = sum(len(ex.program.jaxpr.jaxpr.eqns) for ex in self.host.exes)
-        return p.get("length", 1) * eqns * _SECONDS_PER_EQN
+        return p.get("length", 1) * sum(numpy_tier_seconds(ex.program.jaxpr.jaxpr)
+                                        for ex in self.host.exes)
 
     def _buffers(self) -> list:
         """The driver's arenas, buffers and views of them, fresh for one call."""

@@ -151,6 +151,7 @@ class Executable:
         # the mixed tier: the plan running compiled what is compiled (None: not made;
         # False: not possible), and the compile jobs whose end changes it
         self._plan_mixed = None
+        self._numpy_short = None     # _numpy_tier_is_short
         self._mixed_waits: list = []
         self._fallbacks: dict = {}   # id(step) -> its NumPy slice (``_slice_fallback``)
         self._broken: set = set()    # kernel handles whose compile failed: their slices run
@@ -270,6 +271,16 @@ class Executable:
         return all(library.numpy_fallback(kinds[sid]) is not None
                    for sid, f in self._prime_of.items() if id(f) in pending)
 
+    def _numpy_tier_is_short(self) -> bool:
+        """Whether a run of this program on the NumPy tier is expected to take no longer
+        than a loop's Python run may (``control_flow._HOST_BUDGET_S``)."""
+        short = self._numpy_short
+        if short is None:
+            from numba_backend.control_flow import _HOST_BUDGET_S, numpy_tier_seconds
+            short = self._numpy_short = \
+                numpy_tier_seconds(self.program.jaxpr.jaxpr) < _HOST_BUDGET_S
+        return short
+
     def _loops(self) -> list:
         """The ControlFlowSpecs of this program's scan and while steps."""
         return [dict(s.params)["spec"] for s in self.program.steps
@@ -326,10 +337,13 @@ class Executable:
                 self._compile_in_background()
                 if threads.pending:
                     threads.apply()
-                if self._loops():
+                if self._loops() and not self._numpy_tier_is_short():
                     # The NumPy tier would run each loop iteration equation by equation
                     # from Python: rather wait for this program's own kernels (the loops
                     # then follow their drivers' policy, numba_backend.control_flow).
+                    # Short loops run there meanwhile (scan_rnn's value and grad, 2 x
+                    # 1000 steps: 0.08 s a call, where a fresh worker's first kernels
+                    # take 0.5 s to compile).
                     self.wait()
                 else:
                     plan = self._mixed()

@@ -929,7 +929,7 @@ def test_compiled_loops_are_generated(rng):
                                               length=3)[0], w, x)
     # (through driver_runtime.dot_mm, numba_backend.blas's GEMM/GEMV: the product is
     # (3, 3) x (3, 1))
-    assert "dot_mm(" in text and "np.dot(" not in text
+    assert "R_dot_mm_" in text and "np.dot(" not in text
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
@@ -953,7 +953,7 @@ def test_driver_matrix_products_equal_the_python_loop(dtype, m, k, n, rng):
         return (h, a @ y + lax.dot_general(b, y, (((0,), (0,)), ((), ())))), None
 
     f = tracer.jit(lambda h, g: lax.scan(body, (h, g), None, length=2)[0])
-    assert "dot_mm(" in f.lower(h0, np.zeros((m, n), dtype)).as_text()
+    assert "R_dot_mm_" in f.lower(h0, np.zeros((m, n), dtype)).as_text()
     h, g = f(h0, np.zeros((m, n), dtype))
     eh, eg = h0, np.zeros((m, n), dtype)
     for _ in range(2):
@@ -985,7 +985,7 @@ def test_driver_matrix_vector_products_equal_eager(dtype, rng):
 
     f = lambda w0, h, xs: lax.scan(lambda h, x: body(h, x), h, xs)
     text = tracer.jit(f).lower(w, h0, xs).as_text()
-    assert "dot_mm(" in text
+    assert "R_dot_mm_" in text
     got, want = tracer.jit(f)(w, h0, xs), f(w, h0, xs)
     for g, e in zip(tracer.tree_util.tree_leaves(got), tracer.tree_util.tree_leaves(want)):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
@@ -1036,10 +1036,19 @@ def test_a_driver_links_its_kernels_as_compiled_for_the_executor(rng, monkeypatc
     driver = runner_for(dict(step.params)["spec"]).driver
     assert driver.compiled and driver.kernels
     assert list(driver.kernel_fns) == list(driver.kernels) and len(driver.kp) == len(driver.kernels)
+    from numba_backend.compile_worker import numba_types
+    from numba_backend.control_flow import RuntimeFunction
+    assert any(isinstance(h, RuntimeFunction) for h, _ in driver.kernels.values())
     for k, (name, (handle, spec)) in enumerate(driver.kernels.items()):
         disp = driver.kernel_fns[name]
-        sigs = list(disp.overloads)
-        assert len(sigs) == 1 and sigs[0] == handle.sig, (name, sigs)
+        if isinstance(handle, RuntimeFunction):
+            # (driver_runtime's copy and product functions: one dispatcher, an overload
+            # per argument types)
+            sigs = [numba_types(spec)]
+            assert name.startswith("R_" + handle.func)
+        else:
+            sigs = list(disp.overloads)
+            assert len(sigs) == 1 and sigs[0] == handle.sig, (name, sigs)
         # the driver calls that overload's code by its address (its module constant
         # ``name`` is the index into KP), not a copy linked into the driver
         cres = disp.overloads[sigs[0]]

@@ -149,3 +149,44 @@ def test_the_async_tier_runs_mixed_and_answers_as_the_numpy_tier():
                 np.testing.assert_allclose(np.asarray(g), w, rtol=1e-13)
     finally:
         tracer.config.update("jit_compile", old)
+
+
+def test_numpy_tier_estimate_counts_loop_bodies_times_trips():
+    """``control_flow.numpy_tier_seconds``: equations times a scan's trips, a cond's
+    costliest branch, a while loop unbounded."""
+    from numba_backend.control_flow import _SECONDS_PER_EQN, numpy_tier_seconds
+
+    def est(f, *args):
+        return numpy_tier_seconds(tracer.make_jaxpr(f)(*args).jaxpr) / _SECONDS_PER_EQN
+
+    x = np.ones(3)
+    body = lambda c, _: (tnp.sin(c) * 2.0 + 1.0, None)      # 3 equations
+    assert est(lambda c: lax.scan(body, c, None, length=40)[0], x) == pytest.approx(120)
+    assert est(lambda c: lax.scan(lambda c, _: lax.scan(body, c, None, length=5),
+                                  c, None, length=7)[0], x) == pytest.approx(105)
+    two = lambda c: lax.cond(c[0] > 0, lambda c: c * 2.0, lambda c: tnp.sin(c) + c, c)
+    assert est(lambda c: lax.scan(lambda c, _: (two(c), None), c, None, length=10)[0],
+               x) == pytest.approx(10 * (4 + 2))   # (c[0]: slice, reshape; gt; convert)
+    assert est(lambda c: lax.while_loop(lambda c: c[0] < 5, lambda c: c + 1.0, c), x) \
+        == float("inf")
+
+
+def test_async_short_loop_runs_the_numpy_tier_instead_of_waiting(monkeypatch):
+    """In "async" mode a program whose loops are short on the NumPy impls answers from
+    there while its kernels compile (a never-ending compile here: it must not wait), a
+    long one waits; the answer is the NumPy tier's bit for bit."""
+    tracer.config.update("jit_compile", "async")
+    try:
+        step = lambda c, x: (tnp.tanh(c * 0.5 + x), c - x)
+        xs = np.linspace(-1, 1, 30).reshape(10, 3)
+        ex, flat = _executable(lambda c, xs: lax.scan(step, c, xs), (np.ones(3), xs))
+        assert ex._loops() and ex._numpy_tier_is_short()
+        monkeypatch.setattr(ex, "_compile_in_background", lambda: None)
+        ex._jobs = [(h, Future()) for h in ex.handles]        # compiles never end
+        monkeypatch.setattr(ex, "wait", lambda: pytest.fail("a short loop waited"))
+        _bits_equal(ex(flat), ex.run_numpy(flat))
+        long_xs = np.zeros((100000, 3))
+        ex2, _ = _executable(lambda c, xs: lax.scan(step, c, xs), (np.ones(3), long_xs))
+        assert not ex2._numpy_tier_is_short()
+    finally:
+        tracer.config.update("jit_compile", "sync")
