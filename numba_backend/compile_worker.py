@@ -126,6 +126,12 @@ def run_job(job: dict) -> None:
     if "library" in job:
         _run_library(job["library"])
         return
+    if "runtime" in job:
+        # functions of the backend's own modules (the loop runner and what it calls),
+        # into Numba's disk cache: (module, function, signature) entries
+        for mod_name, func, sig in job["runtime"]:
+            getattr(importlib.import_module(mod_name), func).compile(numba_types(sig))
+        return
     mod = load_module(job["module"], job["path"])
     # a loop driver calls its kernels by address (``driver_runtime.call_kernel``), which
     # its compile does not need; the program loads them for that signature once the
@@ -212,12 +218,18 @@ def _warm_driver_runtime():
         dot_mm(a, a, np.zeros((2, 2), dt))
 
 
+def _warm_loop_runner():
+    # the loop runner (numba_backend.loop_runner.run_scan): compiled once per installation
+    from numba_backend.loop_runner import RUN_SCAN_SIG, run_scan
+    run_scan.compile(numba_types(RUN_SCAN_SIG))
+
+
 # in order: Numba's import (the cheap way) with its typing and target contexts; the
 # compiled pairwise-sum helpers every float reduction kernel calls (typed once per
 # process and argument types: 0.4 s of the first such kernel); the kernels' other
-# idioms; the loop drivers' shared functions
+# idioms; the loop drivers' shared functions; the loop runner
 WARM_UP_STEPS = (_warm_numba, _warm_pairwise_sums, _warm_kernel_idioms,
-                 _warm_driver_runtime)
+                 _warm_driver_runtime, _warm_loop_runner)
 
 
 def warm_up(stream=None) -> None:

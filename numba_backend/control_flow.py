@@ -53,8 +53,12 @@ kernels) is called once per iteration. The tiers of ``config.jit_compile`` apply
 and ``debug_kernels`` use the host loop, "async" uses it while the driver compiles in the
 background, "sync" compiles first.
 
-The runner of a spec (``runner_for``: a ``CompiledRunner`` or ``HostRunner``) is built on
-the call's first run and kept while the spec lives (the Program holding it).
+A scan whose body is calls only (kernels, matrix products, views) and not every kernel
+pasted needs no driver: ``numba_backend.loop_runner`` runs it (``LOOP_RUNNER``).
+
+The runner of a spec (``runner_for``: a ``loop_runner.ScanRunner``, ``CompiledRunner`` or
+``HostRunner``) is built on the call's first run and kept while the spec lives (the
+Program holding it).
 """
 from __future__ import annotations
 
@@ -72,6 +76,7 @@ import numpy as np
 
 from lowering.ir import HostStep, KernelStep, LibraryCall
 from numba_backend import cache, codegen, host_callbacks
+from numba_backend.loop_runner import NotRunnable, ScanRunner
 from numba_backend.compile_worker import (PACKAGE, array_spec, dispatcher, load_module,
                                           numba_types)
 from numba_backend.storage import from_storage, needs_view, storage_dtype, to_storage
@@ -982,6 +987,10 @@ def build_source(spec):
             tuple(g.callbacks))
 
 
+# Scans whose bodies are calls run on the loop runner (``numba_backend.loop_runner``)
+# instead of a generated driver; False: every loop gets a driver (tests run both).
+LOOP_RUNNER = True
+
 # A scan whose Python loop would take longer than this waits for its compiled driver.
 _HOST_BUDGET_S = 0.5
 _SECONDS_PER_EQN = 10e-6
@@ -1253,6 +1262,8 @@ def _outs(outs, avals):
 
 
 def describe_runner(runner) -> str:
+    if isinstance(runner, ScanRunner):
+        return runner.describe()
     if isinstance(runner, CompiledRunner):
         return runner.driver.text
     return f"# {runner.kind}: a Python loop around compiled bodies ({runner.why})\n"
@@ -1282,6 +1293,16 @@ def make_runner(spec):
     """The callable behind a control-flow library call: the compiled driver when every
     step of the bodies can be called from Numba, else the host loop."""
     host = HostRunner(spec)
+    if spec.kind == "scan" and LOOP_RUNNER:
+        # a body of calls needs no generated driver (numba_backend.loop_runner)
+        flags = _flags()
+        long = spec.params["length"] * sum(numpy_tier_seconds(ex.program.jaxpr.jaxpr)
+                                           for ex in host.exes) >= _HOST_BUDGET_S
+        try:
+            return ScanRunner(spec, host, lambda step: _inline_plan(
+                step, codegen.generate(step.kernel, flags)) is not None, long)
+        except NotRunnable:
+            pass
     try:
         text, kernels, ip, fp, consts, buffers, callbacks = build_source(spec)
     except NotCompilable as e:

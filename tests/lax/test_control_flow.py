@@ -904,7 +904,36 @@ def _driver_text(f, *args):
     return tracer.jit(f).lower(*args).as_text()
 
 
-def test_compiled_loops_are_generated(rng):
+@pytest.fixture(params=["runner", "driver"])
+def loop_path(request, monkeypatch):
+    """Scans of calls on the loop runner (the default), or on generated drivers as every
+    other loop."""
+    from numba_backend import control_flow
+    monkeypatch.setattr(control_flow, "LOOP_RUNNER", request.param == "runner")
+    return request.param
+
+
+def _uses(path, text):
+    """Whether ``text`` (as_text) shows a scan run by ``path``."""
+    return ("loop runner" in text) if path == "runner" else ("def driver(" in text)
+
+
+def test_a_scan_of_calls_runs_on_the_loop_runner(rng):
+    # (a body calling kernels and BLAS: no generated driver; the text lists the calls)
+    w, x = rng.standard_normal((100, 100)), rng.standard_normal(100)
+    f = lambda w, x: lax.scan(lambda h, _: (tnp.tanh(w @ h) + h, h), x, None, length=4)
+    text = _driver_text(f, w, x)
+    assert "scan on the loop runner" in text and "def driver(" not in text
+    assert "dot_mm(a, b) f64[100,100] x f64[100,1]" in text and "copy_c -> ys 0[i]" in text
+    got, want = tracer.jit(f)(w, x), f(w, x)
+    for g, e in zip(tracer.tree_util.tree_leaves(got), tracer.tree_util.tree_leaves(want)):
+        # (tanh: compiled within a few ulps of NumPy's)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-12, atol=1e-15)
+
+
+def test_compiled_loops_are_generated(rng, monkeypatch):
+    from numba_backend import control_flow
+    monkeypatch.setattr(control_flow, "LOOP_RUNNER", False)
     x = rng.standard_normal(3)
     text = _driver_text(lambda x: _sc(x, np.ones((4, 3)))[0], x)
     # (a body of a few elements: its kernels are pasted into the loop)
@@ -935,7 +964,7 @@ def test_compiled_loops_are_generated(rng):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 @pytest.mark.parametrize("m,k,n", [(3, 4, 5), (1, 4, 1), (3, 1, 5), (3, 0, 5), (0, 4, 5),
                                    (3, 4, 0), (3, 4, 1), (1, 4, 5)])
-def test_driver_matrix_products_equal_the_python_loop(dtype, m, k, n, rng):
+def test_driver_matrix_products_equal_the_python_loop(dtype, m, k, n, rng, loop_path):
     # w @ h and w.T-style contractions in a compiled scan (GEMM from the driver, the
     # outer-product loop at k = 1, zeros at k = 0, nothing for an empty result) against
     # the same loop in NumPy
@@ -953,7 +982,8 @@ def test_driver_matrix_products_equal_the_python_loop(dtype, m, k, n, rng):
         return (h, a @ y + lax.dot_general(b, y, (((0,), (0,)), ((), ())))), None
 
     f = tracer.jit(lambda h, g: lax.scan(body, (h, g), None, length=2)[0])
-    assert "R_dot_mm_" in f.lower(h0, np.zeros((m, n), dtype)).as_text()
+    text = f.lower(h0, np.zeros((m, n), dtype)).as_text()
+    assert _uses(loop_path, text) and ("R_dot_mm_" in text or loop_path == "runner")
     h, g = f(h0, np.zeros((m, n), dtype))
     eh, eg = h0, np.zeros((m, n), dtype)
     for _ in range(2):
@@ -966,7 +996,7 @@ def test_driver_matrix_products_equal_the_python_loop(dtype, m, k, n, rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
-def test_driver_matrix_vector_products_equal_eager(dtype, rng):
+def test_driver_matrix_vector_products_equal_eager(dtype, rng, loop_path):
     # A matrix times a vector in a compiled loop goes through GEMV (driver_runtime.dot_mm:
     # matvec_into, vecmat_into), as NumPy's matmul does eagerly: the same bits, in C and F (transposed)
     # layouts, a value used twice, forward and reverse (grad) scans, vmap of a scan and
@@ -985,7 +1015,7 @@ def test_driver_matrix_vector_products_equal_eager(dtype, rng):
 
     f = lambda w0, h, xs: lax.scan(lambda h, x: body(h, x), h, xs)
     text = tracer.jit(f).lower(w, h0, xs).as_text()
-    assert "R_dot_mm_" in text
+    assert _uses(loop_path, text) and ("R_dot_mm_" in text or loop_path == "runner")
     got, want = tracer.jit(f)(w, h0, xs), f(w, h0, xs)
     for g, e in zip(tracer.tree_util.tree_leaves(got), tracer.tree_util.tree_leaves(want)):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
@@ -1010,6 +1040,8 @@ def test_driver_matrix_vector_products_equal_eager(dtype, rng):
 
 
 def test_a_driver_links_its_kernels_as_compiled_for_the_executor(rng, monkeypatch):
+    from numba_backend import control_flow
+    monkeypatch.setattr(control_flow, "LOOP_RUNNER", False)
     # A driver's buffers are writable, a kernel's own signature takes read-only inputs:
     # the driver must call that one compiled overload (the one the kernel's own compile
     # job and the Python loop use), not compile a second one for writable arrays; its
@@ -1131,7 +1163,7 @@ def test_platform_dependent():
     ((3, 1), (1,), (((1,), (0,)), ((), ()))), ((1,), (1,), (((0,), (0,)), ((), ()))),
     ((3, 5), (5, 4), (((1,), (0,)), ((), ()))), ((5, 3), (4, 5), (((0,), (1,)), ((), ()))),
     ((2, 3, 5), (2, 5, 4), (((2,), (1,)), ((0,), (0,)))), ((3,), (4,), (((), ()), ((), ())))])
-def test_compiled_loop_dot_general(rng, ls, rs, dn):
+def test_compiled_loop_dot_general(rng, ls, rs, dn, loop_path):
     # dot_general inside a compiled loop (BLAS, outer products, batched), accumulated into
     # a multi-dimensional carry.
     a, b = rng.standard_normal(ls), rng.standard_normal(rs)
@@ -1142,4 +1174,6 @@ def test_compiled_loop_dot_general(rng, ls, rs, dn):
                         tnp.zeros(shape), None, length=3)[0]
 
     np.testing.assert_allclose(tracer.jit(f)(a, b), f(a, b), rtol=1e-13, atol=1e-15)
-    assert "def driver(" in _driver_text(f, a, b)
+    text = _driver_text(f, a, b)
+    # (the runner takes matrix products of two matrices; the other shapes a driver)
+    assert _uses(loop_path, text) or (loop_path == "runner" and "def driver(" in text)

@@ -140,7 +140,8 @@ def test_arena_views():
     assert arena[5] == 1.5 and arena[16] == 2.5 and arena[32] == 3.5
 
 
-def test_returned_buffers_are_not_arena_views(rng):
+def test_returned_buffers_are_not_arena_views(rng, monkeypatch):
+    monkeypatch.setattr(control_flow, "LOOP_RUNNER", False)
     # a scan's carries (both of each pair) and stacked ys are arguments of their own: a
     # result never holds the scratch arena alive nor shares it with another result
     w = rng.standard_normal((80, 80)) / 9
@@ -183,6 +184,7 @@ _CHILD = textwrap.dedent("""
     from tracer import lax
     from numba_backend import control_flow
     tracer.config.update("jit_compile", "sync")
+    control_flow.LOOP_RUNNER = False      # (a scan of calls: a driver all the same)
     w = np.arange(100.0).reshape(10, 10) / 500
     f = tracer.jit(lambda w, x: lax.scan(lambda h, _: (tnp.tanh(w @ h) + h, h), x, None,
                                          length=4))

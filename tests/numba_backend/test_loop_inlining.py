@@ -29,6 +29,13 @@ def rk4(s):
     return s + DT / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
 
 
+@pytest.fixture(autouse=True)
+def _drivers(monkeypatch):
+    # (pasting is what generated drivers do: every scan here gets one, including those
+    # the loop runner would take)
+    monkeypatch.setattr(control_flow, "LOOP_RUNNER", False)
+
+
 def _source(f, *args):
     text = tracer.jit(f).lower(*args).as_text()
     return text[text.index("# generated source of"):]

@@ -325,9 +325,9 @@ GOLDEN = '''def kernel(in0, in1, out0, ip, fp):
         for i1 in range(n1):
             t0 = in0[i0, i1]
             # c:f32[2,3] = mul a 3.0:f32[]
-            t1 = np.float32(t0 * f0)
+            t1 = (t0 * f0)
             # g:f32[2,3] = add c f
-            t3 = np.float32(t1 + t2)
+            t3 = (t1 + t2)
             out0[i0, i1] = t3
     return 0'''
 

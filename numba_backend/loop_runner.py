@@ -1,0 +1,495 @@
+"""The loop runner: one compiled function, kept in Numba's disk cache for the installation,
+that runs a scan whose body only calls compiled functions, without a generated driver.
+
+A generated driver (``numba_backend.control_flow``) costs Numba 0.3-1.3 s of compile per
+loop, about 5-10 ms per statement it types and lowers, however little the statement does.
+A scan whose steps are all calls (kernels, ``driver_runtime.dot_mm`` matrix products,
+``driver_runtime.copy_c`` copies, reshaped views) needs none of that code: ``run_scan``
+walks a table of call sites instead, and a program's loop runs at compiled speed as soon
+as its body's kernels are compiled.
+
+How a site is called: Numba passes each array argument of a compiled function as the
+flat fields of its structure (meminfo, parent, size, itemsize, data, shape..., strides...),
+every one a 64-bit integer or pointer, after the return-value and exception pointers. A
+site is then a row of 64-bit words, built once from the static shapes, whose data
+pointers ``run_scan`` patches each iteration (the row ``i`` of a stacked input or output,
+the current or next buffer of a carry). ``call_words`` calls the function's address with
+a fixed number of word arguments (the smallest of ``BUCKETS`` that holds the site's):
+under the C calling convention of x86-64 and AArch64 the callee reads its own arguments
+and never the extra ones (integer arguments travel in registers, then in the caller's
+stack area). The meminfo fields are null: the callees are kernels and copy or product
+functions, which keep no reference to their operands (Numba's reference counting skips
+null meminfos).
+
+Which scans run here (``plan_scan``): one level of loop (no nested control flow), body
+steps that are kernels, ``dot_general`` steps of two float matrices and reshaped views,
+and at least one call worth making (a body whose every kernel the driver would paste in,
+small element-wise work, runs faster as a generated driver: see ``control_flow``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
+import numba
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from numba_backend.compile_worker import array_spec, numba_types
+from numba_backend.storage import from_storage, storage_dtype, to_storage
+
+# The word counts ``call_words`` calls with: a site of up to BUCKETS[-1] words
+BUCKETS = (16, 64, 256)
+_I64 = ir.IntType(64)
+
+
+@intrinsic
+def call_words(typingctx, addr, words, start, count):
+    """Call the Numba-compiled function at ``addr`` with the ``count`` 64-bit words
+    ``words[start:start + count]`` as its flattened arguments (see the module docstring;
+    ``words`` holds at least ``BUCKETS[-1]`` more words after them), its status and
+    exception propagated as for a linked call. The function returns an int64, dropped."""
+    if not (isinstance(addr, types.Integer) and isinstance(words, types.Array)
+            and words.dtype == types.int64 and words.layout == "C"):
+        return None
+
+    def codegen(context, builder, sig, args):
+        addr_v, words_v, start_v, count_v = args
+        arr = context.make_array(sig.args[1])(context, builder, words_v)
+        base = builder.gep(arr.data, [start_v])
+        proto = context.call_conv.get_function_type(types.int64, ())
+        ret_t, exc_t = proto.args[0], proto.args[1]
+        retval = cgutils.alloca_once(builder, ret_t.pointee)
+        builder.store(cgutils.get_null_value(ret_t.pointee), retval)
+        excinfo = cgutils.alloca_once(builder, exc_t.pointee, name="excinfo")
+        code_slot = cgutils.alloca_once(builder, proto.return_type)
+        count_v = context.cast(builder, count_v, sig.args[3], types.int64)
+        end = builder.append_basic_block("call_words.end")
+        for n in BUCKETS:
+            fnty = ir.FunctionType(proto.return_type, [ret_t, exc_t] + [_I64] * n)
+            here = builder.append_basic_block(f"call_words.{n}")
+            nxt = builder.append_basic_block(f"call_words.not{n}")
+            if n == BUCKETS[-1]:
+                builder.branch(here)
+            else:
+                fits = builder.icmp_signed("<=", count_v, ir.Constant(_I64, n))
+                builder.cbranch(fits, here, nxt)
+            builder.position_at_end(here)
+            fn = builder.inttoptr(addr_v, fnty.as_pointer())
+            vals = [builder.load(builder.gep(base, [ir.Constant(_I64, j)])) for j in range(n)]
+            builder.store(builder.call(fn, [retval, excinfo] + vals), code_slot)
+            builder.branch(end)
+            builder.position_at_end(nxt)
+        builder.unreachable()
+        builder.position_at_end(end)
+        status = context.call_conv._get_return_status(builder, builder.load(code_slot),
+                                                      builder.load(excinfo))
+        with cgutils.if_unlikely(builder, status.is_error):
+            context.call_conv.return_status_propagate(builder, status)
+        return context.get_dummy_value()
+
+    return types.none(addr, words, start, count), codegen
+
+
+# ``run_scan``'s argument types (``compile_worker.array_spec``)
+RUN_SCAN_SIG = [[np.dtype(np.int64).str, nd, False] for nd in (1, 2, 2, 1, 1)]
+
+# patch kinds: a fixed base, the current buffer of a carry pair, its next buffer
+FIXED, CURRENT, NEXT = 0, 1, 2
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def run_scan(ctl, sites, patches, words, bases):
+    """Run ``ctl[0]`` iterations of a scan's call sites, backwards when ``ctl[1]`` (``i``
+    runs from ``n - 1`` down). ``sites``: rows (address, first word,
+    word count, first patch, end patch); ``patches``: rows (word index, kind, base slot,
+    byte offset, bytes per iteration): before each call its patches set
+    ``words[index] = bases[slot'] + offset + i * step``, with ``slot'`` the slot itself
+    (FIXED) or, for a carry's pair of buffers at ``slot`` and ``slot + 1``, the one the
+    iteration reads (CURRENT) or writes (NEXT). After the loop the carries' values are
+    in the buffers at ``slot + n % 2``. Every array is int64 and C-contiguous."""
+    n, reverse = ctl[0], ctl[1] != 0
+    for it in range(n):
+        i = n - 1 - it if reverse else it
+        par = it & 1
+        for s in range(sites.shape[0]):
+            for p in range(sites[s, 3], sites[s, 4]):
+                slot = patches[p, 2]
+                kind = patches[p, 1]
+                if kind == CURRENT:
+                    slot += par
+                elif kind == NEXT:
+                    slot += 1 - par
+                words[patches[p, 0]] = bases[slot] + patches[p, 3] + i * patches[p, 4]
+            call_words(sites[s, 0], words, sites[s, 1], sites[s, 2])
+    return 0
+
+
+# ------------------------------------------ plans -----------------------------------------
+
+class NotRunnable(Exception):
+    """A scan body with a step the loop runner has no call for."""
+
+
+_ALIGN = 64       # buffers in the scratch arena start at multiples of this many bytes
+
+
+class _Loc:
+    """Where an array of the body lives: a base (``kind``, ``slot``; ``kind`` None: a
+    static array of the plan at address ``addr``), a byte offset, bytes per iteration,
+    its shape and strides (bytes)."""
+    __slots__ = ("kind", "slot", "offset", "step", "shape", "strides", "addr", "dtype")
+
+    def __init__(self, kind, slot, offset, step, shape, strides, dtype, addr=0):
+        self.kind, self.slot, self.offset, self.step = kind, slot, offset, step
+        self.shape, self.strides, self.dtype, self.addr = \
+            tuple(shape), tuple(strides), np.dtype(dtype), addr
+
+    def view(self, shape, strides=None):
+        return _Loc(self.kind, self.slot, self.offset, self.step, shape,
+                    _c_strides(shape, self.dtype) if strides is None else strides,
+                    self.dtype, self.addr)
+
+    def flat(self):
+        """A rank >= 1 view of the same elements (C order): 0-d as 1 element."""
+        return self.view((int(np.prod(self.shape, dtype=np.int64)),)) \
+            if len(self.shape) != 1 else self
+
+
+def _c_strides(shape, dtype) -> tuple:
+    st, acc = [], np.dtype(dtype).itemsize
+    for d in reversed(tuple(shape)):
+        st.append(acc)
+        acc *= max(int(d), 1)
+    return tuple(reversed(st))
+
+
+class ScanPlan:
+    """The call sites of one scan body, as ``run_scan`` takes them, with the buffers each
+    call needs (see ``plan_scan``)."""
+
+    def __init__(self):
+        self.words: list = []
+        self.sites: list = []        # [callee, first word, word count, patch range]
+        self.patches: list = []
+        self.static: list = []       # arrays whose addresses are in ``words``
+        self.text: list = []         # a line per site, for ``as_text``
+        self.arena = 0               # bytes of scratch
+
+    def alloc(self, aval) -> _Loc:
+        off = -(-self.arena // _ALIGN) * _ALIGN
+        dt = storage_dtype(aval.dtype)
+        self.arena = off + max(int(np.prod(aval.shape, dtype=np.int64)), 1) * dt.itemsize
+        return _Loc(FIXED, ARENA, off, 0, aval.shape, _c_strides(aval.shape, dt), dt)
+
+    def const(self, value, dtype) -> _Loc:
+        a = np.ascontiguousarray(to_storage(np.asarray(value, dtype=dtype)))
+        a.flags.writeable = False
+        self.static.append(a)
+        return _Loc(None, 0, 0, 0, a.shape, a.strides, a.dtype,
+                    a.__array_interface__["data"][0])
+
+    def site(self, callee, locs, text):
+        first, p0 = len(self.words), len(self.patches)
+        for loc in locs:
+            data = len(self.words) + 4
+            self.words += [0, 0, int(np.prod(loc.shape, dtype=np.int64)), loc.dtype.itemsize,
+                           loc.addr + loc.offset, *loc.shape, *loc.strides]
+            if loc.kind is not None:
+                self.patches.append([data, loc.kind, loc.slot, loc.offset, loc.step])
+        n = len(self.words) - first
+        if n > BUCKETS[-1]:
+            raise NotRunnable(f"a call of {n} words")
+        self.sites.append([callee, first, n, p0, len(self.patches)])
+        self.text.append(text)
+
+
+ARENA = 0          # the slot of the scratch arena; operands' slots follow
+
+
+def plan_scan(spec, pasted):
+    """The ``ScanPlan`` of a scan ``spec`` and its slots: (plan, slot table) where the
+    table lists (role, index) per slot: ("arena", 0) first, then ("const", j),
+    ("carry", j) (two slots each: current and next), ("xs", j), ("ys", j). A kernel site's
+    callee is ("kernel", k, Numba signature), the body's k-th kernel step. ``pasted(step)``: whether a
+    generated driver would paste that kernel step in (the plan must call something
+    else too). Raises ``NotRunnable``."""
+    from lowering.ir import KernelStep, LibraryCall
+    from numba_backend.cache import signature
+    p = spec.params
+    (prog,) = spec.programs
+    nc, nk = p["num_consts"], p["num_carry"]
+    c_avals = spec.in_avals[:nc]
+    k_avals = spec.out_avals[:nk]
+    x_avals = spec.in_avals[nc + nk:]
+    y_avals = spec.out_avals[nk:]
+    plan = ScanPlan()
+    slots = [("arena", 0)]
+
+    def add_slot(role, j):
+        slots.append((role, j))
+        return len(slots) - 1
+
+    def dense(kind, slot, aval, step=0):
+        dt = storage_dtype(aval.dtype)
+        return _Loc(kind, slot, 0, step, aval.shape, _c_strides(aval.shape, dt), dt)
+
+    env = {}
+    invars = list(prog.invars)
+    for j, a in enumerate(c_avals):
+        env[invars[j]] = dense(FIXED, add_slot("const", j), a)
+    carry_slot = []
+    for j, a in enumerate(k_avals):
+        s = add_slot("carry", j)
+        slots.append(("carry", j))
+        carry_slot.append(s)
+        env[invars[nc + j]] = dense(CURRENT, s, a)
+    for j, a in enumerate(x_avals):
+        row = a.update(shape=a.shape[1:])
+        env[invars[nc + nk + j]] = dense(FIXED, add_slot("xs", j), row,
+                                         storage_dtype(a.dtype).itemsize *
+                                         int(np.prod(row.shape, dtype=np.int64)))
+    y_slot = [add_slot("ys", j) for j in range(len(y_avals))]
+    for name, val in prog.consts:
+        env[name] = plan.const(val, prog.buffers[name].dtype)
+
+    # a carry's next value goes straight into its next buffer when one kernel step
+    # computes it (as the generated driver does)
+    produced = {o for st in prog.steps if isinstance(st, KernelStep) for o in st.outs}
+    names = [o for o in prog.outvars if isinstance(o, str)]
+    preset = {}
+    for j, o in enumerate(prog.outvars[:nk]):
+        if isinstance(o, str) and o in produced and names.count(o) == 1 and o not in env:
+            preset[o] = dense(NEXT, carry_slot[j], k_avals[j])
+
+    k = 0
+    calls = 0
+    for step in prog.steps:
+        if isinstance(step, KernelStep):
+            kern = step.kernel
+            outs = [preset.get(o) or plan.alloc(prog.buffers[o]) for o in step.outs]
+            for o, loc in zip(step.outs, outs):
+                env[o] = loc
+            args = [env[x] for x in step.ins] + outs
+            if getattr(step, "flat", False):
+                args = [a.flat() if len(a.shape) > 1 else a for a in args]
+            ip = plan.const(np.asarray(step.iparams, np.int64), np.int64)
+            fp = plan.const(np.asarray(step.fparams, np.float64), np.float64)
+            empty = not (kern.reductions or kern.ndim == 0) and \
+                any(int(v) == 0 for v in list(step.iparams)[:kern.ndim])
+            if not empty:
+                plan.site(("kernel", k, signature(kern)), args + [ip, fp],
+                          step.text.splitlines()[0]
+                          if step.text else f"kernel {k}")
+                calls += not pasted(step)
+            k += 1
+        elif isinstance(step, LibraryCall) and step.kind == "reshape_view":
+            (x,) = step.ins
+            env[step.outs[0]] = env[x].view(tuple(dict(step.params)["shape"]))
+        elif isinstance(step, LibraryCall) and step.kind == "dot_general":
+            lhs_a, rhs_a = step.in_avals
+            (out_a,) = step.out_avals
+            (lc, rc), (lb, _) = dict(step.params)["dimension_numbers"]
+            dts = {np.dtype(lhs_a.dtype), np.dtype(rhs_a.dtype), np.dtype(out_a.dtype)}
+            if len(dts) != 1 or np.dtype(out_a.dtype).kind not in "fc" or \
+                    np.dtype(np.float16) in dts or lb or lhs_a.ndim != 2 or \
+                    rhs_a.ndim != 2 or len(lc) != 1:
+                raise NotRunnable(f"dot_general {lhs_a.str_short()} x {rhs_a.str_short()}")
+            a, b = env[step.ins[0]], env[step.ins[1]]
+            ta, tb = tuple(lc) != (1,), tuple(rc) != (0,)
+            if ta:
+                a = a.view(a.shape[::-1], a.strides[::-1])
+            if tb:
+                b = b.view(b.shape[::-1], b.strides[::-1])
+            out = plan.alloc(out_a)
+            env[step.outs[0]] = out
+            spec_ = [array_spec(lhs_a.dtype, 2, False, "F" if ta else "C"),
+                     array_spec(rhs_a.dtype, 2, False, "F" if tb else "C"),
+                     array_spec(out_a.dtype, 2, False)]
+            plan.site(("dot_mm", spec_), [a, b, out],
+                      f"dot_mm({'a.T' if ta else 'a'}, {'b.T' if tb else 'b'}) "
+                      f"{lhs_a.str_short()} x {rhs_a.str_short()}")
+            calls += 1
+        else:
+            raise NotRunnable(getattr(step, "name", None) or type(step).__name__)
+    if not calls:
+        raise NotRunnable("every kernel of the body is pasted into a driver")
+
+    def copy(src, dst, what):
+        src, dst = src.flat(), dst.flat()
+        plan.site(("copy_c", [array_spec(src.dtype, 1, False)] * 2), [src, dst],
+                  f"copy_c -> {what}")
+
+    for j, (o, a) in enumerate(zip(prog.outvars[:nk], k_avals)):
+        if isinstance(o, str) and o in preset:
+            continue
+        src = env[o] if isinstance(o, str) else plan.const(o[1], a.dtype)
+        copy(src, dense(NEXT, carry_slot[j], a), f"carry {j}")
+    for j, (o, a) in enumerate(zip(prog.outvars[nk:], y_avals)):
+        row = a.update(shape=a.shape[1:])
+        src = env[o] if isinstance(o, str) else plan.const(o[1], a.dtype)
+        dst = dense(FIXED, y_slot[j], row,
+                    storage_dtype(a.dtype).itemsize * int(np.prod(row.shape, dtype=np.int64)))
+        copy(src, dst, f"ys {j}[i]")
+    return plan, slots
+
+
+# ------------------------------------------ runner ----------------------------------------
+
+class ScanRunner:
+    """Runs a scan through ``run_scan`` once its body's kernels are compiled, through the
+    host loop (``control_flow.HostRunner``) until then, or after waiting for them where
+    ``wait`` (a scan whose host loop would take long)."""
+
+    def __init__(self, spec, host, pasted, wait):
+        self.kind, self.out_avals = spec.kind, spec.out_avals
+        p = spec.params
+        self.nc, self.nk, self.length, self.reverse = \
+            p["num_consts"], p["num_carry"], p["length"], bool(p["reverse"])
+        self.plan, self.slots = plan_scan(spec, pasted)
+        self.host = host
+        self.wait = wait       # (async) wait for the compiles rather than run the host loop
+        self.sites = None      # the site table with addresses, once linked
+        self.callees = []      # the dispatchers whose code the sites call
+        self.y_shapes = [(storage_dtype(a.dtype), tuple(a.shape)) for a in spec.out_avals[self.nk:]]
+        self.k_shapes = [(storage_dtype(a.dtype), tuple(a.shape)) for a in spec.out_avals[:self.nk]]
+        self.primed = None     # Future of the runtime functions' compile (async)
+        self.ctl = np.array([self.length, self.reverse], np.int64)
+        self.words = np.array(self.plan.words + [0] * BUCKETS[-1], np.int64)
+        self.patches = np.array(self.plan.patches, np.int64).reshape(-1, 5)
+
+    def _runtime(self) -> list:
+        """(module, function, signature spec) of the compiled functions besides the
+        kernels: ``run_scan`` and the products and copies it calls."""
+        out = [(__name__, "run_scan", RUN_SCAN_SIG)]
+        for callee, *_ in self.plan.sites:
+            if callee[0] != "kernel":
+                entry = ("numba_backend.driver_runtime", callee[0], callee[1])
+                if entry not in out:
+                    out.append(entry)
+        return out
+
+    def _cached(self) -> bool:
+        """Whether Numba's disk cache holds every function of ``_runtime`` (loaded now:
+        milliseconds, where a worker's start would take a second)."""
+        import importlib
+        for mod_name, func, sig in self._runtime():
+            disp = getattr(importlib.import_module(mod_name), func)
+            types_ = numba_types(sig)
+            if types_ in disp.overloads:
+                continue
+            cres = disp._cache.load_overload(types_, disp.targetctx)
+            if cres is None:
+                return False
+            disp.add_overload(cres)
+        return True
+
+    def _prime(self):
+        from numba_backend.compile_worker import run_job
+        run_job({"runtime": self._runtime()})
+
+    def prefetch(self):
+        """In "async" mode, start the body's kernel compiles now, and a worker compiling
+        (or finding in Numba's cache) the runner and the functions it calls."""
+        from tracer.config import config
+        if config.jit_compile == "async":
+            for ex in self.host.exes:
+                ex._compile_in_background()
+            if self.primed is None and not self._cached():
+                from numba_backend.workers import pool
+                self.primed = pool.submit({"runtime": self._runtime()}, self._prime)
+
+    def _link(self) -> bool:
+        """Fill in the sites' addresses; False while the body's kernels are not all
+        compiled (the host loop runs meanwhile and drives their compiles)."""
+        from tracer.config import config
+        (ex,) = self.host.exes
+        if config.jit_compile == "async":
+            if self.primed is None and not self._cached():
+                self.prefetch()
+            if self.primed is not None and not self.primed.done():
+                return False
+        elif ex.state != "ready":
+            ex.ensure_compiled()
+        if ex.state != "ready" or ex._broken:
+            return False
+        from numba_backend import driver_runtime
+        rows, callees = [], []
+        for callee, *rest in self.plan.sites:
+            if callee[0] == "kernel":
+                # (one kernel module can serve several dtypes: this step's own signature)
+                disp, sig = ex.handles[callee[1]].serial(), callee[2]
+                disp.compile(sig)
+            else:
+                disp = getattr(driver_runtime, callee[0])
+                sig = numba_types(callee[1])
+                disp.compile(sig)
+            cres = disp.overloads[sig]
+            ret = cres.signature.return_type
+            if not (isinstance(ret, types.Integer) and ret.bitwidth == 64 and ret.signed):
+                raise TypeError(f"{callee[0]} returns {ret}, not int64")
+            callees.append(disp)
+            rows.append([cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name),
+                         *rest])
+        run_scan.compile(numba_types(RUN_SCAN_SIG))
+        self.callees = callees
+        self.sites = np.array(rows, np.int64).reshape(-1, 5)
+        return True
+
+    def __call__(self, arrays):
+        from tracer.config import config
+        if self.sites is None:
+            if config.jit_compile == "none" or config.debug_kernels:
+                return self.host(arrays)
+            if not self._link():
+                if not (self.wait and config.jit_compile == "async"):
+                    return self.host(arrays)
+                # a scan too long for the host loop: its compiles, then the runner
+                from numba_backend.workers import pool
+                (ex,) = self.host.exes
+                ex._compile_in_background()
+                ex.wait()
+                if self.primed is not None:
+                    with pool.waiting():
+                        self.primed.result()
+                if not self._link():
+                    return self.host(arrays)
+        nc, nk = self.nc, self.nk
+        bases = np.zeros(len(self.slots), np.int64)
+        keep = [np.empty(max(self.plan.arena, 1), np.uint8)]
+        carries = []
+        for s, (role, j) in enumerate(self.slots):
+            if role == "arena":
+                a = keep[0]
+            elif role == "const":
+                a = np.ascontiguousarray(to_storage(np.asarray(arrays[j])))
+            elif role == "carry":
+                if len(carries) <= j:
+                    dt, shape = self.k_shapes[j]
+                    pair = (np.empty(shape, dt), np.empty(shape, dt))
+                    pair[0][...] = to_storage(np.asarray(arrays[nc + j]))
+                    carries.append(pair)
+                    a = pair[0]
+                else:
+                    a = carries[j][1]
+            elif role == "xs":
+                a = np.ascontiguousarray(to_storage(np.asarray(arrays[nc + nk + j])))
+            else:
+                dt, shape = self.y_shapes[j]
+                a = np.empty(shape, dt)
+            keep.append(a)
+            bases[s] = a.__array_interface__["data"][0]
+        run_scan(self.ctl, self.sites, self.patches, self.words.copy(), bases)
+        last = self.length % 2
+        outs = [pair[last] for pair in carries] + \
+            [a for (role, _), a in zip(self.slots, keep[1:]) if role == "ys"]
+        return [from_storage(o, a.dtype) for o, a in zip(outs, self.out_avals)]
+
+    def describe(self) -> str:
+        lines = [f"# scan on the loop runner (numba_backend.loop_runner.run_scan): "
+                 f"{self.length} iterations{' in reverse' if self.reverse else ''} of "
+                 f"{len(self.plan.sites)} calls, {self.plan.arena} bytes of scratch"]
+        lines += [f"#   {t}" for t in self.plan.text]
+        return "\n".join(lines) + "\n"
