@@ -4,9 +4,9 @@ that runs a scan whose body only calls compiled functions, without a generated d
 A generated driver (``numba_backend.control_flow``) costs Numba 0.3-1.3 s of compile per
 loop, about 5-10 ms per statement it types and lowers, however little the statement does.
 A scan whose steps are all calls (kernels, ``driver_runtime.dot_mm`` matrix products,
-``driver_runtime.copy_c`` copies, reshaped views) needs none of that code: ``run_scan``
-walks a table of call sites instead, and a program's loop runs at compiled speed as soon
-as its body's kernels are compiled.
+reshaped views) needs none of that code: ``run_scan`` walks a table of call sites
+instead (and copies carries and stacked outputs itself, ``copy_bytes``), and a program's
+loop runs at compiled speed as soon as its body's kernels are compiled.
 
 How a site is called: Numba passes each array argument of a compiled function as the
 flat fields of its structure (meminfo, parent, size, itemsize, data, shape..., strides...),
@@ -93,6 +93,22 @@ def call_words(typingctx, addr, words, start, count):
     return types.none(addr, words, start, count), codegen
 
 
+@intrinsic
+def copy_bytes(typingctx, dst, src, nbytes):
+    """``memcpy(dst, src, nbytes)`` between two addresses (integers): a copy site."""
+    if not all(isinstance(t, types.Integer) for t in (dst, src, nbytes)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        vp = cgutils.voidptr_t
+        d = builder.inttoptr(args[0], vp)
+        s = builder.inttoptr(args[1], vp)
+        cgutils.raw_memcpy(builder, d, s, args[2], 1)
+        return context.get_dummy_value()
+
+    return types.none(dst, src, nbytes), codegen
+
+
 # ``run_scan``'s argument types (``compile_worker.array_spec``)
 RUN_SCAN_SIG = [[np.dtype(np.int64).str, nd, False] for nd in (1, 2, 2, 1, 1)]
 
@@ -103,7 +119,8 @@ FIXED, CURRENT, NEXT = 0, 1, 2
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def run_scan(ctl, sites, patches, words, bases):
     """Run ``ctl[0]`` iterations of a scan's call sites, backwards when ``ctl[1]`` (``i``
-    runs from ``n - 1`` down). ``sites``: rows (address, first word,
+    runs from ``n - 1`` down). ``sites``: rows (address (0: a copy of contiguous bytes,
+    its words the source, the destination and the byte count), first word,
     word count, first patch, end patch); ``patches``: rows (word index, kind, base slot,
     byte offset, bytes per iteration): before each call its patches set
     ``words[index] = bases[slot'] + offset + i * step``, with ``slot'`` the slot itself
@@ -123,7 +140,11 @@ def run_scan(ctl, sites, patches, words, bases):
                 elif kind == NEXT:
                     slot += 1 - par
                 words[patches[p, 0]] = bases[slot] + patches[p, 3] + i * patches[p, 4]
-            call_words(sites[s, 0], words, sites[s, 1], sites[s, 2])
+            w = sites[s, 1]
+            if sites[s, 0] == 0:        # a copy: (source, destination, bytes)
+                copy_bytes(words[w + 1], words[w], words[w + 2])
+            else:
+                call_words(sites[s, 0], words, w, sites[s, 2])
     return 0
 
 
@@ -203,6 +224,17 @@ class ScanPlan:
         if n > BUCKETS[-1]:
             raise NotRunnable(f"a call of {n} words")
         self.sites.append([callee, first, n, p0, len(self.patches)])
+        self.text.append(text)
+
+    def copy(self, src, dst, text):
+        """A copy site: ``dst``'s elements from ``src`` (both contiguous, one size)."""
+        first, p0 = len(self.words), len(self.patches)
+        for k, loc in enumerate((src, dst)):
+            self.words.append(loc.addr + loc.offset)
+            if loc.kind is not None:
+                self.patches.append([first + k, loc.kind, loc.slot, loc.offset, loc.step])
+        self.words.append(int(np.prod(src.shape, dtype=np.int64)) * src.dtype.itemsize)
+        self.sites.append([("copy",), first, 3, p0, len(self.patches)])
         self.text.append(text)
 
 
@@ -318,9 +350,7 @@ def plan_scan(spec, pasted):
         raise NotRunnable("every kernel of the body is pasted into a driver")
 
     def copy(src, dst, what):
-        src, dst = src.flat(), dst.flat()
-        plan.site(("copy_c", [array_spec(src.dtype, 1, False)] * 2), [src, dst],
-                  f"copy_c -> {what}")
+        plan.copy(src, dst, f"copy -> {what}")
 
     for j, (o, a) in enumerate(zip(prog.outvars[:nk], k_avals)):
         if isinstance(o, str) and o in preset:
@@ -365,7 +395,7 @@ class ScanRunner:
         kernels: ``run_scan`` and the products and copies it calls."""
         out = [(__name__, "run_scan", RUN_SCAN_SIG)]
         for callee, *_ in self.plan.sites:
-            if callee[0] != "kernel":
+            if callee[0] not in ("kernel", "copy"):
                 entry = ("numba_backend.driver_runtime", callee[0], callee[1])
                 if entry not in out:
                     out.append(entry)
@@ -418,6 +448,9 @@ class ScanRunner:
         from numba_backend import driver_runtime
         rows, callees = [], []
         for callee, *rest in self.plan.sites:
+            if callee[0] == "copy":
+                rows.append([0, *rest])
+                continue
             if callee[0] == "kernel":
                 # (one kernel module can serve several dtypes: this step's own signature)
                 disp, sig = ex.handles[callee[1]].serial(), callee[2]
