@@ -66,7 +66,9 @@ import ast
 import hashlib
 import logging
 import os
+import platform
 import re
+import sys
 import threading
 import time
 import weakref
@@ -988,8 +990,10 @@ def build_source(spec):
 
 
 # Scans whose bodies are calls run on the loop runner (``numba_backend.loop_runner``)
-# instead of a generated driver; False: every loop gets a driver (tests run both).
-LOOP_RUNNER = True
+# instead of a generated driver; False: every loop gets a driver (tests run both). Its
+# calls rely on the 64-bit C calling conventions of x86-64 and AArch64.
+LOOP_RUNNER = platform.machine().lower() in ("x86_64", "amd64", "aarch64", "arm64") and \
+    sys.maxsize > 2 ** 32
 
 # A scan whose Python loop would take longer than this waits for its compiled driver.
 _HOST_BUDGET_S = 0.5
