@@ -8,7 +8,9 @@
 - ``simplify``: algebraic identities that are exact in IEEE arithmetic (x * 1, x - 0,
   x / 1, neg(neg x), no-op converts/reshapes/transposes/broadcasts...);
 - ``swap_transposed_dots``: ``transpose(dot_general(a, b))`` that only swaps the two
-  operands' free dims is ``dot_general(b, a)`` (BLAS writes the wanted layout; no copy).
+  operands' free dims is ``dot_general(b, a)`` (BLAS writes the wanted layout; no copy);
+- ``fold_transposed_operands``: ``dot_general(transpose(a), b)`` contracts ``a``'s own
+  dims instead (BLAS reads a transposed operand in place; no transpose kernel).
 
 Output avals of the program are kept by the caller (a simplification may replace an
 output by a var with a different weak_type; the executor uses the original avals).
@@ -344,5 +346,65 @@ def swap_transposed_dots(closed: ClosedJaxpr) -> ClosedJaxpr:
         else:
             eqns.append(e)
     # the swapped dot takes the transpose's place: its operands are defined before it
+    return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars),
+                       closed.consts)
+
+
+def fold_transposed_operands(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Drop a ``transpose`` whose result only feeds ``dot_general`` operands: each such
+    dot names the transpose's operand instead, its contracting and batch dims mapped
+    through the permutation. Only where the permutation keeps the order of the operand's
+    free dims (they give the result's layout, so the result is the same array)."""
+    jaxpr = closed.jaxpr
+    consumers: dict = {}
+    for e in jaxpr.eqns:
+        for a in e.invars:
+            if isinstance(a, Var):
+                consumers.setdefault(a, []).append(e)
+    outs = {v for v in jaxpr.outvars if isinstance(v, Var)}
+    new_params: dict = {}     # id(dot eqn) -> (invars, params) so far
+    dropped = set()
+    for e in jaxpr.eqns:
+        if e.primitive.name != "transpose" or not isinstance(e.invars[0], Var):
+            continue
+        t = e.outvars[0]
+        users = consumers.get(t, [])
+        if t in outs or not users or any(d.primitive.name != "dot_general" for d in users):
+            continue
+        perm = tuple(e.params["permutation"])
+        plan = {}
+        for d in {id(d): d for d in users}.values():
+            invars, params = new_params.get(id(d), (list(d.invars), dict(d.params)))
+            (lc, rc), (lb, rb) = params["dimension_numbers"]
+            dims = [[lc, rc], [lb, rb]]
+            for side in (0, 1):
+                if invars[side] is not t:
+                    continue
+                c, b = dims[0][side], dims[1][side]
+                free = [k for k in range(len(perm)) if k not in c and k not in b]
+                mapped = [perm[k] for k in free]
+                if mapped != sorted(mapped):
+                    break
+                dims[0][side] = tuple(perm[k] for k in c)
+                dims[1][side] = tuple(perm[k] for k in b)
+                invars[side] = e.invars[0]
+            else:
+                plan[id(d)] = (invars, dict(params, dimension_numbers=(
+                    (dims[0][0], dims[0][1]), (dims[1][0], dims[1][1]))))
+                continue
+            break
+        else:
+            new_params.update(plan)
+            dropped.add(id(e))
+    if not dropped:
+        return closed
+    eqns = []
+    for e in jaxpr.eqns:
+        if id(e) in dropped:
+            continue
+        if id(e) in new_params:
+            invars, params = new_params[id(e)]
+            e = JaxprEqn(e.primitive, invars, params, e.outvars)
+        eqns.append(e)
     return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars),
                        closed.consts)

@@ -7,6 +7,7 @@
       -> fold_constants   scalar equations of literals become literals
       -> simplify         exact algebraic identities (x * 1, x - 0, no-op reshapes...)
       -> swap_transposed_dots   transpose(dot(a, b)) -> dot(b, a)
+      -> fold_transposed_operands   dot(transpose(a), b) -> dot(a, b), dims mapped
       -> dce              drop what the previous passes made dead
       -> fuse             group equations into kernels / library calls / host steps
       -> flatten          element-wise kernels over contiguous arrays: one flat loop
@@ -34,6 +35,7 @@ JAXPR_PASSES = (
     passes.fold_constants,
     passes.simplify,
     passes.swap_transposed_dots,
+    passes.fold_transposed_operands,
     passes.dce,
 )
 
