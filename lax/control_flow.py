@@ -1169,9 +1169,8 @@ def _scan(f, init, xs, length, reverse, unroll, fname, carry_root="carry"):
         out = f(carry, x)
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
             raise TypeError(f"{fname}: the body function must return a pair (carry, y), got "
-                            f"{type(out).__name__}" + (f" of length {len(out)}"
-                                                       if isinstance(out, (tuple, list))
-                                                       else ""))
+                            f"{core.describe(out)}; return (new_carry, None) when there is "
+                            "no per-step output")
         c_pairs, c_tree = tree_flatten_with_path(out[0])
         y_pairs, y_tree = tree_flatten_with_path(out[1])
         for what, pairs in (("carry", c_pairs), ("y", y_pairs)):

@@ -494,6 +494,15 @@ def test_bad_input_errors():
         tracer.jit(g)(np.ones(2))
     with pytest.raises(TypeError, match="not a valid array type"):
         tracer.jit(lambda x: x)("a string")
+    # the argument named as the caller wrote it: position (static ones counted), the path
+    # inside it, or the keyword
+    f = tracer.jit(lambda n, w, x: w, static_argnums=0)
+    with pytest.raises(TypeError, match=r"jit\(<lambda>\): argument 2 of type str "):
+        f(3, 1.0, "x")
+    with pytest.raises(TypeError, match=r"argument 1\['a'\]\[1\] of type str "):
+        f(3, {"a": [1.0, "q"]}, 2.0)
+    with pytest.raises(TypeError, match=r"argument 'x' of type str "):
+        f(3, 1.0, x="s")
 
 
 def test_errors_show_traced_values_by_their_avals():

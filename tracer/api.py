@@ -68,7 +68,10 @@ _jit_backend = None     # tracer._jit_backend, once jit has run a program
 _PLAIN_LEAVES = frozenset({np.ndarray, Array})
 
 
-def _flatten_args(fname, args, kwargs=None):
+def _flatten_args(fname, args, kwargs=None, positions=None):
+    """(leaves, treedef) of ``(tuple(args), kwargs)``, each leaf checked to be data.
+    ``positions``: the caller's position of each of ``args`` (static ones left out), for
+    the error message."""
     tree = (tuple(args), kwargs or {})
     # Paths are only needed for the error message: flatten without them first (this is
     # on every jit call's path).
@@ -77,8 +80,19 @@ def _flatten_args(fname, args, kwargs=None):
         if not isinstance(x, (Tracer, Array, np.ndarray, np.generic, bool, int, float,
                               complex)):
             pairs, treedef = tree_flatten_with_path(tree)
-            return [_check_arg(x, fname, keystr(path)) for path, x in pairs], treedef
+            return [_check_arg(x, fname, _arg_path(path, positions))
+                    for path, x in pairs], treedef
     return leaves, treedef
+
+
+def _arg_path(path, positions=None) -> str:
+    """A leaf's key path in ``(args, kwargs)`` as the caller wrote it: ``1``, ``0['w']``,
+    ``'x'[2]``."""
+    head, rest = path[1], keystr(path[2:])
+    if path[0].idx == 0:
+        i = head.idx
+        return f"{positions[i] if positions else i}{rest}"
+    return f"{head.key!r}{rest}"
 
 
 # ------------------------------------- make_jaxpr ----------------------------------------
@@ -138,7 +152,9 @@ def make_jaxpr(fun: Callable, static_argnums=(), return_shape: bool = False):
     def make(*args, **kwargs):
         nargs = len(args)
         dyn, static = _split_static(args, static_argnums, f"make_jaxpr({_fun_name(fun)})")
-        leaves, in_tree = _flatten_args("make_jaxpr", dyn, kwargs)
+        leaves, in_tree = _flatten_args("make_jaxpr", dyn, kwargs,
+                                        [i for i in range(nargs)
+                                         if i not in {j for j, _ in static}])
         in_avals = [get_aval(x) for x in leaves]
 
         flat_fun, out = flatten_fun(
@@ -1245,7 +1261,8 @@ class JitWrapped:
         static_kw = tuple(sorted((k, _HashableStatic(v, fname, repr(k)))
                                  for k, v in kwargs.items() if k in self.static_argnames))
         dyn_kw = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
-        leaves, in_tree = _flatten_args(f"jit({fname})", dyn_args, dyn_kw)
+        leaves, in_tree = _flatten_args(f"jit({fname})", dyn_args, dyn_kw,
+                                        [i for i in range(nargs) if i not in snums])
         if not kwargs and not snums and len(leaves) == nargs and \
                 all(type(a) in _PLAIN_LEAVES for a in args):
             self._flat_trees[nargs] = in_tree

@@ -867,8 +867,13 @@ def test_carry_type_errors_name_path_and_types():
     with pytest.raises(TypeError, match=r"carry\['h'\]: the input carry has type f64\[2\] "
                                         r"but the output carry has type f64\[1,2\]"):
         lax.scan(lambda c, x: ({"h": c["h"][None]}, x), {"h": np.ones(2)}, np.ones(3))
-    with pytest.raises(TypeError, match="must return a pair"):
+    # (the value the body returned by its aval, not its tracer's class)
+    with pytest.raises(TypeError, match=r"scan: the body function must return a pair "
+                                        r"\(carry, y\), got a traced f64\[\] value; return "
+                                        r"\(new_carry, None\)"):
         lax.scan(lambda c, x: c, 1.0, np.ones(3))
+    with pytest.raises(TypeError, match=r"must return a pair \(carry, y\), got tuple of 3 "):
+        lax.scan(lambda c, x: (c, x, x), 1.0, np.ones(3))
     with pytest.raises(TypeError, match="same pytree structure"):
         lax.scan(lambda c, x: ((c, c), x), 1.0, np.ones(3))
     with pytest.raises(TypeError, match=r"carry\[1\]: the input has type f64\[\] but "
