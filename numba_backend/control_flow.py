@@ -78,6 +78,7 @@ import numpy as np
 
 from lowering.ir import HostStep, KernelStep, LibraryCall
 from numba_backend import cache, codegen, host_callbacks
+from numba_backend.driver_runtime import dot_mm_call
 from numba_backend.loop_runner import NotRunnable, ScanRunner
 from numba_backend.compile_worker import (PACKAGE, array_spec, dispatcher, load_module,
                                           numba_types)
@@ -515,18 +516,14 @@ class _Gen:
         if _F16 in dts or lhs_a.dtype != rhs_a.dtype:
             raise NotCompilable("dot_general on float16 or mixed dtypes")
         dn = dict(step.params)["dimension_numbers"]
-        (lc, rc), (lb, rb) = dn
         v = self.alloc(out_a)
-        if not lb and lhs_a.dtype == out_a.dtype and np.dtype(out_a.dtype).kind in "fc" \
-                and lhs_a.ndim == 2 and rhs_a.ndim == 2 and len(lc) == 1:
+        mm = dot_mm_call(lhs_a, rhs_a, out_a, dn)
+        if mm is not None:
             # a matrix product: the shared, cached driver_runtime.dot_mm on (m, k) and
             # (k, n) views (a transpose is an F-layout view, not a copy)
-            ta, tb = tuple(lc) != (1,), tuple(rc) != (0,)
+            ta, tb, spec = mm
             a = f"{ins[0]}.T" if ta else ins[0]
             b = f"{ins[1]}.T" if tb else ins[1]
-            spec = [array_spec(lhs_a.dtype, 2, False, "F" if ta else "C"),
-                    array_spec(rhs_a.dtype, 2, False, "F" if tb else "C"),
-                    array_spec(out_a.dtype, 2, False)]
             self.line(f"call_kernel(KP[{self.runtime_global('dot_mm', spec)}], {a}, {b}, {v})")
             return v
         name, src = _dot_helper(lhs_a, rhs_a, out_a, dn)

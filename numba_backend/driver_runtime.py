@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
 import numba
+import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from numba_backend.blas import matmul_into, matvec_into, vecmat_into
+from numba_backend.compile_worker import array_spec
 from numba_backend.views import c_view, reshape_c
 
 # A kernel's return type (it ends in ``return 0``): what ``call_kernel`` reserves for
@@ -104,6 +106,22 @@ def copy_c(src, dst):
     for j in range(n):
         d[j] = s[j]
     return 0
+
+
+def dot_mm_call(lhs_aval, rhs_aval, out_aval, dimension_numbers):
+    """How a ``dot_general`` step runs as ``dot_mm``: (transpose lhs, transpose rhs,
+    ``compile_worker.array_spec`` signature; a transposed operand is an F-layout view),
+    or None where it is not a product of two float or complex matrices of the result's
+    dtype with one contracted dim and no batch dims (float16 excluded)."""
+    (lc, rc), (lb, _) = dimension_numbers
+    dt = np.dtype(out_aval.dtype)
+    if lb or len(lc) != 1 or lhs_aval.ndim != 2 or rhs_aval.ndim != 2 or \
+            np.dtype(lhs_aval.dtype) != dt or np.dtype(rhs_aval.dtype) != dt or \
+            dt.kind not in "fc" or dt == np.float16:
+        return None
+    ta, tb = tuple(lc) != (1,), tuple(rc) != (0,)
+    return ta, tb, [array_spec(dt, 2, False, "F" if ta else "C"),
+                    array_spec(dt, 2, False, "F" if tb else "C"), array_spec(dt, 2, False)]
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")

@@ -37,7 +37,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from numba_backend.compile_worker import array_spec, numba_types
+from numba_backend.compile_worker import numba_types
+from numba_backend.driver_runtime import dot_mm_call
 from numba_backend.storage import from_storage, storage_dtype, to_storage
 
 # The word counts ``call_words`` calls with: a site of up to BUCKETS[-1] words
@@ -323,23 +324,17 @@ def plan_scan(spec, pasted):
         elif isinstance(step, LibraryCall) and step.kind == "dot_general":
             lhs_a, rhs_a = step.in_avals
             (out_a,) = step.out_avals
-            (lc, rc), (lb, _) = dict(step.params)["dimension_numbers"]
-            dts = {np.dtype(lhs_a.dtype), np.dtype(rhs_a.dtype), np.dtype(out_a.dtype)}
-            if len(dts) != 1 or np.dtype(out_a.dtype).kind not in "fc" or \
-                    np.dtype(np.float16) in dts or lb or lhs_a.ndim != 2 or \
-                    rhs_a.ndim != 2 or len(lc) != 1:
+            mm = dot_mm_call(lhs_a, rhs_a, out_a, dict(step.params)["dimension_numbers"])
+            if mm is None:
                 raise NotRunnable(f"dot_general {lhs_a.str_short()} x {rhs_a.str_short()}")
+            ta, tb, spec_ = mm
             a, b = env[step.ins[0]], env[step.ins[1]]
-            ta, tb = tuple(lc) != (1,), tuple(rc) != (0,)
             if ta:
                 a = a.view(a.shape[::-1], a.strides[::-1])
             if tb:
                 b = b.view(b.shape[::-1], b.strides[::-1])
             out = plan.alloc(out_a)
             env[step.outs[0]] = out
-            spec_ = [array_spec(lhs_a.dtype, 2, False, "F" if ta else "C"),
-                     array_spec(rhs_a.dtype, 2, False, "F" if tb else "C"),
-                     array_spec(out_a.dtype, 2, False)]
             plan.site(("dot_mm", spec_), [a, b, out],
                       f"dot_mm({'a.T' if ta else 'a'}, {'b.T' if tb else 'b'}) "
                       f"{lhs_a.str_short()} x {rhs_a.str_short()}")

@@ -254,6 +254,23 @@ def test_a_transposed_dot_operand_is_read_in_place(f, shapes, folded):
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-13)
 
 
+def test_transposed_operands_under_grad_and_vmap():
+    # attention-style q @ k.T: jit of grad and of vmap against eager (finite differences
+    # for one entry)
+    q, k = _R.normal(size=(4, 3)), _R.normal(size=(5, 3))
+    loss = lambda q, k: tnp.sum(tnp.tanh(q @ k.T) * (k @ q.T).T)
+    g, e = tracer.jit(tracer.grad(loss, argnums=(0, 1)))(q, k), tracer.grad(loss, (0, 1))(q, k)
+    for a, b in zip(g, e):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-14)
+    d = np.zeros_like(q)
+    d[1, 2] = 1e-6
+    fd = (float(loss(q + d, k)) - float(loss(q - d, k))) / 2e-6
+    np.testing.assert_allclose(np.asarray(g[0])[1, 2], fd, rtol=1e-6)
+    qs = _R.normal(size=(2, 4, 3))
+    vf = tracer.vmap(lambda q: q @ k.T)
+    np.testing.assert_allclose(np.asarray(tracer.jit(vf)(qs)), np.asarray(vf(qs)), rtol=1e-13)
+
+
 def test_a_transposed_operand_in_a_scan_body_is_read_in_place():
     w, h, xs = _R.normal(size=(12, 12)), _R.normal(size=12), _R.normal(size=(5, 12))
     f = lambda w, h, xs: lax.scan(lambda h, x: (tnp.tanh(w.T @ h + x), h), h, xs)
