@@ -19,7 +19,9 @@ under the C calling convention of x86-64 and AArch64 the callee reads its own ar
 and never the extra ones (integer arguments travel in registers, then in the caller's
 stack area). The meminfo fields are null: the callees are kernels and copy or product
 functions, which keep no reference to their operands (Numba's reference counting skips
-null meminfos).
+null meminfos). A matrix product calls Numba's own C wrapper of BLAS GEMM or GEMV
+(``call_c_words``) with the arguments a compiled ``dot_mm`` would pass it, so no
+product function is compiled for the loop at all (``_blas_call``).
 
 Which scans run here (``plan_scan``): one level of loop (no nested control flow), body
 steps that are kernels, ``dot_general`` steps of two float matrices and reshaped views,
@@ -116,18 +118,49 @@ RUN_SCAN_SIG = [[np.dtype(np.int64).str, nd, False] for nd in (1, 2, 2, 1, 1)]
 # patch kinds: a fixed base, the current buffer of a carry pair, its next buffer
 FIXED, CURRENT, NEXT = 0, 1, 2
 
+# site kinds: a Numba-compiled function, a copy of contiguous bytes, a C function
+CALL, COPY, CALL_C = 0, 1, 2
+# the word count of every C call (BLAS through Numba's wrappers: at most 14 arguments)
+C_WORDS = 16
+
+
+@intrinsic
+def call_c_words(typingctx, addr, words, start):
+    """Call the C function at ``addr`` with the ``C_WORDS`` 64-bit words from
+    ``words[start]`` as its arguments (its own fewer arguments, each an integer or pointer
+    of at most 64 bits, read from them: see the module docstring); returns its int32
+    result as an int64."""
+    if not (isinstance(addr, types.Integer) and isinstance(words, types.Array)
+            and words.dtype == types.int64 and words.layout == "C"):
+        return None
+
+    def codegen(context, builder, sig, args):
+        addr_v, words_v, start_v = args
+        arr = context.make_array(sig.args[1])(context, builder, words_v)
+        base = builder.gep(arr.data, [start_v])
+        i32 = ir.IntType(32)
+        fn = builder.inttoptr(addr_v, ir.FunctionType(i32, [_I64] * C_WORDS).as_pointer())
+        vals = [builder.load(builder.gep(base, [ir.Constant(_I64, j)]))
+                for j in range(C_WORDS)]
+        return builder.sext(builder.call(fn, vals), _I64)
+
+    return types.int64(addr, words, start), codegen
+
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def run_scan(ctl, sites, patches, words, bases):
     """Run ``ctl[0]`` iterations of a scan's call sites, backwards when ``ctl[1]`` (``i``
-    runs from ``n - 1`` down). ``sites``: rows (address (0: a copy of contiguous bytes,
-    its words the source, the destination and the byte count), first word,
-    word count, first patch, end patch); ``patches``: rows (word index, kind, base slot,
+    runs from ``n - 1`` down). ``sites``: rows (address, first word, word count, first
+    patch, end patch, site kind: CALL a Numba-compiled function (``call_words``), COPY
+    contiguous bytes (its words the source, the destination and the byte count),
+    CALL_C a C function (``call_c_words``: BLAS), whose nonzero result ends the loop
+    and is returned); ``patches``: rows (word index, kind, base slot,
     byte offset, bytes per iteration): before each call its patches set
     ``words[index] = bases[slot'] + offset + i * step``, with ``slot'`` the slot itself
     (FIXED) or, for a carry's pair of buffers at ``slot`` and ``slot + 1``, the one the
     iteration reads (CURRENT) or writes (NEXT). After the loop the carries' values are
-    in the buffers at ``slot + n % 2``. Every array is int64 and C-contiguous."""
+    in the buffers at ``slot + n % 2``. Every array is int64 and C-contiguous. Returns
+    0."""
     n, reverse = ctl[0], ctl[1] != 0
     for it in range(n):
         i = n - 1 - it if reverse else it
@@ -142,8 +175,13 @@ def run_scan(ctl, sites, patches, words, bases):
                     slot += 1 - par
                 words[patches[p, 0]] = bases[slot] + patches[p, 3] + i * patches[p, 4]
             w = sites[s, 1]
-            if sites[s, 0] == 0:        # a copy: (source, destination, bytes)
+            how = sites[s, 5]
+            if how == COPY:             # (source, destination, bytes)
                 copy_bytes(words[w + 1], words[w], words[w + 2])
+            elif how == CALL_C:
+                code = call_c_words(sites[s, 0], words, w)
+                if code != 0:
+                    return code
             else:
                 call_words(sites[s, 0], words, w, sites[s, 2])
     return 0
@@ -225,6 +263,22 @@ class ScanPlan:
         if n > BUCKETS[-1]:
             raise NotRunnable(f"a call of {n} words")
         self.sites.append([callee, first, n, p0, len(self.patches)])
+        self.text.append(text)
+
+    def c_site(self, callee, args, text):
+        """A call of a C function: ``args`` are integers (passed as they are) or ``_Loc``
+        (the address of its first element)."""
+        first, p0 = len(self.words), len(self.patches)
+        for a in args:
+            if isinstance(a, _Loc):
+                if a.kind is not None:
+                    self.patches.append([len(self.words), a.kind, a.slot, a.offset, a.step])
+                self.words.append(a.addr + a.offset)
+            else:
+                self.words.append(int(a))
+        if len(args) > C_WORDS:
+            raise NotRunnable(f"a C call of {len(args)} words")
+        self.sites.append([callee, first, len(args), p0, len(self.patches)])
         self.text.append(text)
 
     def copy(self, src, dst, text):
@@ -335,9 +389,13 @@ def plan_scan(spec, pasted):
                 b = b.view(b.shape[::-1], b.strides[::-1])
             out = plan.alloc(out_a)
             env[step.outs[0]] = out
-            plan.site(("dot_mm", spec_), [a, b, out],
-                      f"dot_mm({'a.T' if ta else 'a'}, {'b.T' if tb else 'b'}) "
-                      f"{lhs_a.str_short()} x {rhs_a.str_short()}")
+            what = f"({'a.T' if ta else 'a'}, {'b.T' if tb else 'b'}) " \
+                f"{lhs_a.str_short()} x {rhs_a.str_short()}"
+            blas = _blas_call(plan, a, b, out, ta, tb)
+            if blas is None:
+                plan.site(("dot_mm", spec_), [a, b, out], "dot_mm" + what)
+            else:
+                plan.c_site(("blas", blas[0]), blas[1], blas[0] + what)
             calls += 1
         else:
             raise NotRunnable(getattr(step, "name", None) or type(step).__name__)
@@ -359,6 +417,39 @@ def plan_scan(spec, pasted):
                     storage_dtype(a.dtype).itemsize * int(np.prod(row.shape, dtype=np.int64)))
         copy(src, dst, f"ys {j}[i]")
     return plan, slots
+
+
+_BLAS_KIND = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
+
+
+def _blas_call(plan, a, b, out, ta, tb):
+    """``out = a @ b`` (``_Loc`` matrices, ``a``/``b`` transposed views where ``ta``/``tb``)
+    as a direct call of Numba's BLAS wrapper that ``driver_runtime.dot_mm`` ends in, with
+    the arguments it passes (``numba.np.linalg.call_xxgemm`` and ``call_xxgemv``, as
+    ``numba_backend.blas`` calls them), so the same BLAS routine computes the same bits:
+    (wrapper name, arguments), or None where ``dot_mm`` does something else (a single or
+    no contracted element, an empty result), which then stays a ``dot_mm`` call. No
+    compiled ``dot_mm`` is needed for the common products (0.15-0.25 s of a worker's
+    compile per dtype and layouts)."""
+    (m, k), n = a.shape, b.shape[1]
+    kind = _BLAS_KIND.get(out.dtype.name)
+    if kind is None or k <= 1 or m == 0 or n == 0:
+        return None
+    one, zero = plan.const(1, out.dtype), plan.const(0, out.dtype)
+    lay_a, lay_b = "F" if ta else "C", "F" if tb else "C"
+    if (n == 1 and m > 1) or (m == 1 and n > 1):
+        # GEMV: dot_mm's matvec_into (the matrix a) or vecmat_into (the matrix b)
+        mat, lay, vec = (a, lay_a, b) if n == 1 else (b, lay_b, a)
+        trans = (lay == "C") if n == 1 else (lay == "F")
+        rows, cols = mat.shape
+        mm, nn, ld = (rows, cols, rows) if lay == "F" else (cols, rows, cols)
+        return "xxgemv", [ord(kind), ord("t" if trans else "n"), mm, nn, one, mat, ld,
+                          vec, zero, out]
+    # GEMM of the row-major product as the column-major out.T = b.T @ a.T
+    trans_b, ld_b = ("n", n) if lay_b == "C" else ("t", k)
+    trans_a, ld_a = ("n", k) if lay_a == "C" else ("t", m)
+    return "xxgemm", [ord(kind), ord(trans_b), ord(trans_a), n, m, k, one, b, ld_b,
+                      a, ld_a, zero, out, n]
 
 
 # ------------------------------------------ runner ----------------------------------------
@@ -390,7 +481,7 @@ class ScanRunner:
         kernels: ``run_scan`` and the products and copies it calls."""
         out = [(__name__, "run_scan", RUN_SCAN_SIG)]
         for callee, *_ in self.plan.sites:
-            if callee[0] not in ("kernel", "copy"):
+            if callee[0] not in ("kernel", "copy", "blas"):
                 entry = ("numba_backend.driver_runtime", callee[0], callee[1])
                 if entry not in out:
                     out.append(entry)
@@ -440,11 +531,15 @@ class ScanRunner:
             ex.ensure_compiled()
         if ex.state != "ready" or ex._broken:
             return False
+        from numba import _helperlib
         from numba_backend import driver_runtime
         rows, callees = [], []
         for callee, *rest in self.plan.sites:
             if callee[0] == "copy":
-                rows.append([0, *rest])
+                rows.append([0, *rest, COPY])
+                continue
+            if callee[0] == "blas":
+                rows.append([_helperlib.c_helpers[callee[1]], *rest, CALL_C])
                 continue
             if callee[0] == "kernel":
                 # (one kernel module can serve several dtypes: this step's own signature)
@@ -460,10 +555,10 @@ class ScanRunner:
                 raise TypeError(f"{callee[0]} returns {ret}, not int64")
             callees.append(disp)
             rows.append([cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name),
-                         *rest])
+                         *rest, CALL])
         run_scan.compile(numba_types(RUN_SCAN_SIG))
         self.callees = callees
-        self.sites = np.array(rows, np.int64).reshape(-1, 5)
+        self.sites = np.array(rows, np.int64).reshape(-1, 6)
         return True
 
     def __call__(self, arrays):
@@ -509,7 +604,9 @@ class ScanRunner:
                 a = np.empty(shape, dt)
             keep.append(a)
             bases[s] = a.__array_interface__["data"][0]
-        run_scan(self.ctl, self.sites, self.patches, self.words.copy(), bases)
+        if run_scan(self.ctl, self.sites, self.patches, self.words.copy(), bases):
+            raise RuntimeError("scan on the loop runner: a BLAS call failed (Numba's "
+                               "wrapper found no BLAS: is SciPy installed?)")
         last = self.length % 2
         outs = [pair[last] for pair in carries] + \
             [a for (role, _), a in zip(self.slots, keep[1:]) if role == "ys"]

@@ -125,6 +125,44 @@ def test_empty_and_size_one_dims(monkeypatch):
                                           length=3)[0], (w1, h1), monkeypatch)
 
 
+@pytest.mark.parametrize("m,k,n,ta,tb,dtype", [
+    (3, 4, 5, False, False, np.float64), (3, 4, 5, True, False, np.float64),
+    (3, 4, 5, False, True, np.float64), (3, 4, 5, True, True, np.float64),
+    (3, 4, 5, True, True, np.float32), (3, 4, 5, False, True, np.complex64),
+    (5, 4, 1, False, False, np.float64), (5, 4, 1, True, False, np.float32),
+    (1, 4, 5, False, False, np.float64), (1, 4, 5, False, True, np.complex128),
+    (1, 4, 1, True, True, np.float64), (3, 1, 5, False, False, np.float64)])
+def test_matrix_products_of_every_layout(m, k, n, ta, tb, dtype, monkeypatch):
+    # the runner calls BLAS GEMM/GEMV itself with the arguments dot_mm passes (a
+    # transposed operand read in place): the driver's bits for every layout and shape
+    # class (matrix times vector either side, 1 x 1, and k = 1)
+    cplx = np.dtype(dtype).kind == "c"
+
+    def rand(*shape):
+        x = RNG.standard_normal(shape) + (1j * RNG.standard_normal(shape) if cplx else 0)
+        return x.astype(dtype)
+    a = rand(*((k, m) if ta else (m, k)))
+    h = rand(*((n, k) if tb else (k, n)))
+    xs = rand(6, *h.shape)
+
+    def f(a, h, xs):
+        def body(h, x):
+            return h * 0.5 + x, (a.T if ta else a) @ (h.T if tb else h)
+        return lax.scan(body, h, xs)
+    # (k = 1: an outer product, a kernel the driver pastes in)
+    got = _same_as_driver(f, (a, h, xs), monkeypatch, runs=None if k == 1 else True)
+    if k > 1:
+        text = _run(f, (a, h, xs), True, monkeypatch)[1]
+        blas = "xxgemm" if (m > 1 and n > 1) or (m == 1 and n == 1) else "xxgemv"
+        assert blas in text, text[-1500:]
+    hh, want = h, []
+    for x in xs:
+        want.append((a.T if ta else a) @ (hh.T if tb else hh))
+        hh = hh * 0.5 + x
+    tol = 1e-5 if np.dtype(dtype).itemsize <= 8 and dtype != np.float64 else 1e-12
+    np.testing.assert_allclose(got[1], np.stack(want), rtol=tol, atol=tol)
+
+
 def test_grad_and_vmap_of_a_scan(monkeypatch):
     def loss(w, h):
         return tnp.sum(_rnn(w, h, XS)[0] ** 2)
