@@ -169,7 +169,9 @@ class _KernelBuilder:
                    reductions=tuple(self.reductions), n_iparams=len(self.iparams),
                    fparam_dtypes=tuple(self.fparam_dtypes),
                    parallel_dim=kept[0] if kept else (0 if chunked else None),
-                   param_labels=tuple(self.labels), chunked=chunked, unit_dims=unit)
+                   param_labels=tuple(self.labels), chunked=chunked, unit_dims=unit,
+                   run_elements=int(np.prod([self.shape[d] for d in run], dtype=np.int64))
+                   if run else 0)
         return KernelStep(k, tuple(self.inputs), tuple(self.outputs), tuple(self.iparams),
                           tuple(self.fparams), "\n".join(self.texts))
 

@@ -358,7 +358,9 @@ class Kernel:
     dims, in order. ``n_iparams``/``fparam_dtypes``: the runtime scalars the kernel reads.
     ``parallel_dim``: the loop ``prange`` may split (None: always serial). ``unit_dims``:
     dims of extent 1 (known when lowering): NumPy's iterator drops them, so they decide
-    which reduced dims form one contiguous run (``run_dims``).
+    which reduced dims form one contiguous run (``run_dims``). ``run_elements``: the
+    elements of one such run when lowering (0: no pairwise sum); a backend may emit
+    simpler code where it is small (kernels of longer runs then differ in it).
     """
     inputs: tuple
     outputs: tuple
@@ -372,6 +374,7 @@ class Kernel:
     param_labels: tuple = ()
     chunked: bool = False      # a full reduction whose parallel variant runs in chunks
     unit_dims: tuple = ()
+    run_elements: int = 0
 
     @property
     def kept_dims(self):

@@ -125,6 +125,23 @@ def test_order_is_numpys_pairwise_sum(rng):
         assert_same(np.float32(0) + pairwise.pairwise(x, 0, n), want)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.complex64])
+def test_computed_sums_at_the_one_buffer_boundary(rng, dtype):
+    # a run of computed elements that fits one buffer (pairwise.BLOCK) is filled and
+    # summed without the recursion's walk (codegen): the same bits as NumPy's on both
+    # sides of the boundary, for runs over one dim and over several (and a kept dim)
+    n = pairwise.BLOCK
+    for shape, axis in [((n - 1,), None), ((n,), None), ((n + 1,), None), ((9,), None),
+                        ((3, 8, 32), (1, 2)), ((3, 8, 33), (1, 2)), ((5, n), 1),
+                        ((5, n + 3), 1), ((4, 1, 7), (1, 2))]:
+        x = data(rng, shape, dtype)
+        f = lambda x: tnp.sum(x * 2 - 1, axis=axis)  # noqa: E731
+        assert_jit_is_eager(f, x)
+        run = int(np.prod(shape[1:] if axis is not None else shape))
+        text = tracer.jit(f).lower(x).as_text()
+        assert ("fits one buffer" in text) == (run <= n), (shape, text[-1500:])
+
+
 def test_cumsum_is_numpys_running_sum(rng):
     # a running sum as NumPy's (JAX's tree-shaped scan differs): float32 stops at 2**24,
     # float16 at 2048
