@@ -219,6 +219,14 @@ class Executable:
     def _compile_in_background(self):
         with self._lock:
             if self._jobs is None:
+                self._jobs = []
+                # the loops' compiles first (their bodies' kernels, the loop runner's
+                # functions; drivers still queue after every kernel, workers.Pool): a
+                # loop's body runs once per iteration, so its kernels switch more of a
+                # call's time to compiled code than the program's own do
+                from numba_backend.control_flow import runner_for
+                for spec in self._loops():
+                    runner_for(spec).prefetch()
                 # (steps of the same code share one handle: one job each)
                 self._jobs = [(h, pool.submit(h.job(False), h.serial))
                               for h in dict.fromkeys(self.handles) if not h.ready]
@@ -230,10 +238,6 @@ class Executable:
                         fut = by_job[key] = pool.submit(job, lambda: None)
                         self._primes.append(fut)
                     self._prime_of[sid] = fut
-                # the loops' drivers compile meanwhile too, not only once this switches
-                from numba_backend.control_flow import runner_for
-                for spec in self._loops():
-                    runner_for(spec).prefetch()
 
     def _library_jobs(self) -> list:
         """(id(step), key, worker job) triples: jobs that run this program's Numba-backed
@@ -359,7 +363,8 @@ class Executable:
         compiled kernels (loaded from the disk cache as their workers finish) and primed
         library calls run as in the compiled tier, every other step through its slice of
         the optimized jaxpr (``_slice_fallback``). None (the NumPy tier runs) while no
-        kernel is compiled, or where a pending step has no slice."""
+        kernel is compiled and the program has no scan, or where a pending step has no
+        slice."""
         plan = self._plan_mixed
         if plan is None or any(f.done() for f in self._mixed_waits):
             with self._lock:
@@ -408,7 +413,7 @@ class Executable:
         plan = []
         pooled = {}     # slot -> (shape, dtype) of large plain kernel outputs
         k = 0
-        waits, compiled = [], 0
+        waits, compiled, loops = [], 0, 0
         jobs = dict(self._jobs or ())
         for i, step in enumerate(p.steps):
             frees = tuple(self.frees[i])
@@ -460,6 +465,7 @@ class Executable:
                              tuple(dict(step.params)["shape"]), frees))
             elif isinstance(step, LibraryCall):
                 fn, params = self.library_calls[id(step)]
+                loops += step.kind == "scan"
                 fut = self._prime_of.get(id(step))
                 fb = library.numpy_fallback(step.kind)
                 if mixed and fut is not None and not fut.done():
@@ -486,8 +492,13 @@ class Executable:
         plan = [entry[:-1] + (tuple((sl, pooled.get(sl) if sl not in keep else None)
                                     for sl in entry[-1]),) for entry in plan]
         if mixed:
-            if not compiled:
-                return None     # the whole-jaxpr NumPy tier is the same, and cheaper
+            if not (compiled or loops):
+                # the whole-jaxpr NumPy tier is the same, and cheaper; but a scan runs
+                # here through its runner (numba_backend.control_flow), which switches
+                # to its body's compiled kernels as they come (they compile first,
+                # _compile_in_background), where the NumPy tier would run every
+                # iteration equation by equation to the end
+                return None
             if config.log_compiles:
                 kernels = set(self.handles)    # (steps of the same code share one)
                 logger.warning("tracer: %s runs %d of its %d kernels compiled, the rest "

@@ -167,16 +167,16 @@ class Pool:
         if job is not None and not self.broken:
             with self._lock:
                 entry = (dict(job, id=next(self._ids), tries=0), fut, fallback)
-                if "globals" in job or "runtime" in job:
+                if "globals" in job:
                     self._queue.append(entry)
                 else:
-                    # kernels and library primes go before loop drivers (jobs with
-                    # globals) and the loop runner's functions: each switches a step of
-                    # the running program to compiled code within a fraction of a second,
-                    # where a driver takes seconds (and finds its kernels in the cache
-                    # then), and the runner needs the kernels of its loop first
+                    # kernels, library primes and the loop runner's functions go before
+                    # loop drivers (jobs with globals), in the order asked: each switches
+                    # a step of the running program to compiled code within a fraction
+                    # of a second, where a driver takes seconds (and finds its kernels in
+                    # the cache then)
                     at = next((i for i, (j, _, _) in enumerate(self._queue)
-                               if "globals" in j or "runtime" in j), len(self._queue))
+                               if "globals" in j), len(self._queue))
                     self._queue.insert(at, entry)
             self._dispatch()
             return fut

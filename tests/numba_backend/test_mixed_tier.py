@@ -190,3 +190,38 @@ def test_async_short_loop_runs_the_numpy_tier_instead_of_waiting(monkeypatch):
         assert not ex2._numpy_tier_is_short()
     finally:
         tracer.config.update("jit_compile", "sync")
+
+
+def test_a_program_with_a_scan_runs_mixed_before_its_own_kernels(monkeypatch):
+    """While none of a program's own kernels is compiled, a scan in it runs through its
+    runner (its body switching to compiled kernels as they come), not equation by
+    equation on the NumPy tier to the end; and the body's kernels are queued before the
+    program's own (a body runs once per iteration). Same bits as the NumPy tier."""
+    from numba_backend import control_flow
+    tracer.config.update("jit_compile", "async")
+    try:
+        # (a product the runner calls; small integers and halves: exact in any order,
+        # so the same bits compiled)
+        w = np.array([[1.0, -2.0, 0.0], [2.0, 1.0, -1.0], [0.0, 1.0, 2.0]])
+        step = lambda c, x: ((w @ c) * 0.5 + x, c - x)
+        f = lambda c, xs: tnp.sin(lax.scan(step, tnp.cos(c), xs)[0]) * 3.0
+        xs = np.arange(30.0).reshape(10, 3) - 15.0
+        ex, flat = _executable(f, (np.ones(3), xs))
+        (spec,) = ex._loops()
+        body = control_flow.runner_for(spec).host.exes[0]
+        asked = []
+
+        def submit(job, fallback):
+            asked.append(job and job.get("path"))
+            return Future()                               # compiles never end
+        monkeypatch.setattr(executor.pool, "submit", submit)
+        ex._compile_in_background()
+        paths = [h.path for h in dict.fromkeys(body.handles)]
+        assert asked[:len(paths)] == paths and \
+            set(asked) >= {h.path for h in ex.handles}, asked
+        plan = ex._mixed()
+        assert plan and not any(e[0] == "k" for e in plan)
+        assert any(e[0] == "l" and e[1].kind == "scan" for e in plan)
+        _bits_equal(ex.run_compiled(flat, plan=plan), ex.run_numpy(flat))
+    finally:
+        tracer.config.update("jit_compile", "sync")
