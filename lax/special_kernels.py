@@ -32,7 +32,8 @@ import numpy as np
 
 from lax import special_coeffs as C
 
-_jit = numba.njit(cache=True, error_model="numpy", nogil=True)
+# (no C-callable wrapper: these are called from Python or by name from compiled code)
+_jit = numba.njit(cache=True, error_model="numpy", nogil=True, no_cfunc_wrapper=True)
 
 INF = math.inf
 NAN = math.nan

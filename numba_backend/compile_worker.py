@@ -86,14 +86,13 @@ def load_module(name: str, path: str):
 
 
 def dispatcher(module, func: str, opts: dict):
-    import numba_backend._numba  # noqa: F401  (Numba the cheap way)
-    import numba
+    from numba_backend._numba import njit   # (Numba the cheap way)
     fast = set(opts["fastmath"]) if opts.get("fastmath") else False
     kw = dict(cache=opts.get("cache", True), nogil=opts.get("nogil", True),
               error_model="numpy", fastmath=fast)
     if opts.get("parallel"):
         kw["parallel"] = True
-    return numba.njit(**kw)(getattr(module, func))
+    return njit(**kw)(getattr(module, func))
 
 
 def library_job(kind: str, params: dict, in_avals) -> dict:
@@ -166,20 +165,19 @@ def _job_waiting(stream) -> bool:
 
 
 def _warm_numba():
-    import numba_backend._numba  # noqa: F401  (Numba the cheap way)
-    import numba
-    numba.njit(cache=False, nogil=True)(lambda x: x + 1)(1)
+    from numba_backend._numba import njit   # (Numba the cheap way)
+    njit(cache=False, nogil=True)(lambda x: x + 1)(1)
 
 
 def _warm_pairwise_sums():
-    import numba
     import numpy as np
     from numba_backend import pairwise as pw
+    from numba_backend._numba import njit
 
     def sums(b32, b64):
         return pw.pairwise_cached(b32, 0, b32.shape[0]) + \
             pw.pairwise_cached(b64, 0, b64.shape[0])
-    numba.njit(cache=False, nogil=True, error_model="numpy")(sums)(
+    njit(cache=False, nogil=True, error_model="numpy")(sums)(
         np.zeros(8, np.float32), np.zeros(8))
 
 
@@ -188,8 +186,8 @@ def _warm_kernel_idioms():
     # once per process and argument types (0.6 s of softmax_rows' reduction kernel when
     # it is a worker's first): scratch arrays, bit views of the float formats, fma, rint,
     # max of sizes
-    import numba
     import numpy as np
+    from numba_backend._numba import njit
     from numba_backend.vecmath import fma
 
     def idioms(n, x32, x64):
@@ -201,7 +199,7 @@ def _warm_kernel_idioms():
         c[0] = np.int64(n).view(np.float64) + fma(x64, x64, x64) + np.rint(x64)
         return a[0] + b[0] + c[0] + np.uint32(n).view(np.float32) + \
             np.uint64(n).view(np.float64)
-    numba.njit(cache=False, nogil=True, error_model="numpy")(idioms)(
+    njit(cache=False, nogil=True, error_model="numpy")(idioms)(
         4, np.float32(1), np.float64(1))
 
 

@@ -23,18 +23,18 @@ group).
 from __future__ import annotations
 
 import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
-import numba
+from numba_backend._numba import njit
 import numpy as np
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _u(i):
     # Indices are non-negative by construction: unsigned indices skip Numba's negative
     # index wraparound, which otherwise keeps LLVM from vectorizing the copy loops.
     return np.uint64(i)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _tap(geo, d, o, k):
     """Input index of output position ``o`` and kernel tap ``k`` along spatial dim ``d``,
     or -1 when the tap falls on padding or between dilated inputs."""
@@ -49,7 +49,7 @@ def _tap(geo, d, o, k):
     return q
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _taps(geo, d):
     """Table of ``_tap`` over (output position, kernel tap) along spatial dim ``d``."""
     b = 8 * d
@@ -60,7 +60,7 @@ def _taps(geo, d):
     return t
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _advance(n, o0, o1, o2, O0, O1, O2):
     """The next output row (row-major odometer: no divisions per row)."""
     o2 += 1
@@ -76,7 +76,7 @@ def _advance(n, o0, o1, o2, O0, O1, O2):
     return n, o0, o1, o2
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def im2col(x, geo, sN, sC, gstride, G, I, r0, r1, P):
     """Patch rows r0 <= r < r1 into the flat ``P`` laid out (G, r1 - r0, taps * I)."""
     O0, O1, O2 = geo[1], geo[9], geo[17]
@@ -137,7 +137,7 @@ def im2col(x, geo, sN, sC, gstride, G, I, r0, r1, P):
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def conv_direct(x, geo, sN, sC, gstride, G, I, Og, w, out):
     """out[r, g * Og + j] = sum over taps k and channels i of x[tap] * w[k, i, g * Og + j]
     with ``w`` flat (taps, I, G * Og) and ``out`` flat (rows, G * Og), summed in (k, i)
@@ -181,7 +181,7 @@ def conv_direct(x, geo, sN, sC, gstride, G, I, Og, w, out):
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def tap_gather(Z, geo, G, Og, Mg, K, out):
     """out[r * G * Og + g * Og + j] = sum over valid taps k of Z[g, row(r, k), k, j] (both
     flat; ``out`` has G * Og > 0 columns per row): the second half

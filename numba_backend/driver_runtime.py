@@ -27,6 +27,7 @@ own statements:
 from __future__ import annotations
 
 import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
+from numba_backend._numba import njit
 import numba
 import numpy as np
 from numba import types
@@ -95,7 +96,7 @@ def arena_view(typingctx, arena, ip, k, nd):
     return ret(arena, ip, k, nd), codegen
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def copy_c(src, dst):
     """``dst[...] = src`` for C-contiguous arrays of one shape (any rank >= 1), as one
     flat loop; returns 0 (``KERNEL_RETURN``: drivers call it by address). Numba compiles an array assignment through its broadcasting setitem,
@@ -124,7 +125,7 @@ def dot_mm_call(lhs_aval, rhs_aval, out_aval, dimension_numbers):
                     array_spec(dt, 2, False, "F" if tb else "C"), array_spec(dt, 2, False)]
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def dot_mm(a, b, out):
     """``out[:] = a @ b`` for 2-D arrays of one float or complex dtype, ``a`` (m, k) and
     ``b`` (k, n) each C or F layout (a transpose is an F-layout view), ``out`` (m, n)

@@ -10,10 +10,10 @@ subtraction, complex no ordering); one compiled specialisation per dtype pair.
 from __future__ import annotations
 
 import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
-import numba
+from numba_backend._numba import njit
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _window_position(base, j, strides, win):
     # unravel j over the window shape (row-major) into an operand offset
     pos = base
@@ -23,7 +23,7 @@ def _window_position(base, j, strides, win):
     return pos
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _window_base(starts, w, strides):
     base = 0
     for d in range(starts.shape[1]):
@@ -31,7 +31,7 @@ def _window_base(starts, w, strides):
     return base
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _scatter_replace(out, strides, starts, keep, rows, win):
     for w in range(starts.shape[0]):
         if keep[w]:
@@ -41,7 +41,7 @@ def _scatter_replace(out, strides, starts, keep, rows, win):
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _scatter_arith(out, strides, starts, keep, rows, win, op):
     for w in range(starts.shape[0]):
         if keep[w]:
@@ -57,7 +57,7 @@ def _scatter_arith(out, strides, starts, keep, rows, win, op):
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _scatter_order(out, strides, starts, keep, rows, win, op):
     for w in range(starts.shape[0]):
         if keep[w]:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
+from numba_backend._numba import njit
 import numba
 from llvmlite import ir
 from numba import types
@@ -147,7 +148,7 @@ def call_c_words(typingctx, addr, words, start):
     return types.int64(addr, words, start), codegen
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def run_scan(ctl, sites, patches, words, bases):
     """Run ``ctl[0]`` iterations of a scan's call sites, backwards when ``ctl[1]`` (``i``
     runs from ``n - 1`` down). ``sites``: rows (address, first word, word count, first

@@ -8,19 +8,19 @@ uint32 arithmetic), so the results are the wrapping uint32 results of the NumPy 
 from __future__ import annotations
 
 import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
-import numba
+from numba_backend._numba import njit
 import numpy as np
 
 _M32 = np.uint64(0xFFFFFFFF)
 _PARITY = np.uint64(0x1BD11BDA)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _rotl(x, r):
     return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M32
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _mix4(x0, x1, r0, r1, r2, r3):
     x0 = (x0 + x1) & _M32
     x1 = _rotl(x1, r0) ^ x0
@@ -33,7 +33,7 @@ def _mix4(x0, x1, r0, r1, r2, r3):
     return x0, x1
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _threefry(k0, k1, x0, x1):
     """Threefry-2x32, 20 rounds, on 32-bit values held in uint64."""
     k2 = k0 ^ k1 ^ _PARITY
@@ -57,7 +57,7 @@ def _threefry(k0, k1, x0, x1):
     return x0, x1
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def threefry2x32(k0, k1, x0, x1, steps, out0, out1):
     """Element i of each flat uint32 operand is operand[i * steps[j]] (step 0: a
     broadcast scalar)."""
@@ -70,7 +70,7 @@ def threefry2x32(k0, k1, x0, x1, steps, out0, out1):
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def philox4x32(k0, k1, c0, c1, c2, c3, out0, out1, out2, out3):
     """Philox-4x32-10 under the scalar key (k0, k1) of the flat uint32 counter words
     (c0, c1, c2, c3), least significant first; the four output words into out0..out3."""

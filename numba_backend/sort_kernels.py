@@ -20,7 +20,7 @@ specialisation serves every dtype.
 from __future__ import annotations
 
 import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
-import numba
+from numba_backend._numba import njit
 import numpy as np
 
 _RUN = 24
@@ -28,13 +28,13 @@ _RUN = 24
 _RADIX_MIN = 256
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _u(i):
     # non-negative by construction; unsigned indices skip the wraparound check
     return np.uint64(i)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _sort_pairs(kv, iv, kt, it, n):
     """Stable sort of kv[:n] carrying iv; returns the arrays holding the result."""
     for s in range(0, n, _RUN):
@@ -81,7 +81,7 @@ def _sort_pairs(kv, iv, kt, it, n):
     return kv, iv
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _radix_pairs(kv, iv, kt, it, n, cnt):
     """Stable LSD radix sort (8-bit digits) of kv[:n] carrying iv; digits above the
     highest set bit and digits shared by every key are skipped. Returns the arrays
@@ -118,7 +118,7 @@ def _radix_pairs(kv, iv, kt, it, n, cnt):
     return kv, iv
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def sort_perm(keys, perm):
     nk, R, n = keys.shape
     kv = np.empty(n, np.uint64)
@@ -145,7 +145,7 @@ def sort_perm(keys, perm):
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def top_k_rows(keys, k, out):
     R, n = keys.shape
     bk = np.empty(k, np.uint64)
@@ -173,7 +173,7 @@ def top_k_rows(keys, k, out):
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def float_keys(u, nbits, expm, qnan, canonical, out):
     """Order keys of floats given as their bit patterns ``u`` (a flat uint16/32/64 view).
     With ``canonical`` NaNs become the positive quiet NaN ``qnan`` and zeros +0.0 (sort's

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
-import numba
+from numba_backend._numba import njit
 import numpy as np
 
 from numba_backend.scalar import f16r
@@ -29,13 +29,13 @@ from numba_backend.scalar import f16r
 _LOGE2 = math.log(2.0)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _u(i):
     # non-negative by construction; unsigned indices skip the wraparound check
     return np.uint64(i)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _max(a, v):
     # lax.max's rule (numba_backend.scalar.fmax): a NaN accumulator stays; a tie or a NaN
     # v gives v with the sign bits and-ed (integers: the larger)
@@ -46,7 +46,7 @@ def _max(a, v):
     return v if math.copysign(1.0, a) < 0 else abs(v)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _min(a, v):
     # lax.min's rule (numba_backend.scalar.fmin): the sign bits or-ed
     if a != a or a < v:
@@ -56,7 +56,7 @@ def _min(a, v):
     return -abs(v) if math.copysign(1.0, a) < 0 else v
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _step(pos, base, outer_shape, outer_step):
     """Advance the odometer over the outer output dims; returns the new base."""
     d = outer_shape.shape[0] - 1
@@ -73,7 +73,7 @@ def _step(pos, base, outer_shape, outer_step):
 
 # ------------------------------------- window reductions -----------------------------------
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def window_sum(xp, outer_shape, outer_step, off, L, istep, out):
     """out[r * L + j] = sum over window k in row-major order of
     xp[base(r) + off[k] + j * istep]. ``off`` is non-empty."""
@@ -93,7 +93,7 @@ def window_sum(xp, outer_shape, outer_step, off, L, istep, out):
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def window_minmax(xp, outer_shape, outer_step, off, L, istep, is_max, out):
     """Like ``window_sum`` with max (``is_max``) or min (ordered dtypes only; float16
     values carried as float32)."""
@@ -119,7 +119,7 @@ def window_minmax(xp, outer_shape, outer_step, off, L, istep, is_max, out):
 
 # ---------------------------------- select and scatter/gather ------------------------------
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _select_row(xp, base, off, L, istep, ge, cur, sel):
     """Sequential select over the window of each element of one output row."""
     b0 = base + off[0]
@@ -137,7 +137,7 @@ def _select_row(xp, base, off, L, istep, ge, cur, sel):
                 sel[j] = k
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def select_scatter(xp, outer_shape, outer_step, off, L, istep, ge, src, dst):
     """dst[base(r) + off[sel] + j * istep] += src[r * L + j] in row-major output order,
     ``sel`` the window element selected in xp; ``dst`` is laid out like ``xp``."""
@@ -155,7 +155,7 @@ def select_scatter(xp, outer_shape, outer_step, off, L, istep, ge, src, dst):
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def select_scatter_f16(xp, outer_shape, outer_step, off, L, istep, ge, src, dst):
     """``select_scatter`` for float16 sources carried as float32: every sum is rounded
     to float16, as NumPy's float16 ``add.at`` does."""
@@ -173,7 +173,7 @@ def select_scatter_f16(xp, outer_shape, outer_step, off, L, istep, ge, src, dst)
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def select_gather(xp, outer_shape, outer_step, off, L, istep, ge, tp, out):
     """out[r * L + j] = tp[base(r) + off[sel] + j * istep]; ``tp`` is laid out like xp."""
     pos = np.zeros(outer_shape.shape[0], np.int64)
@@ -193,7 +193,7 @@ def select_gather(xp, outer_shape, outer_step, off, L, istep, ge, tp, out):
 # x and out are flat C-ordered (A, n, B) arrays scanned along n (from the end if reverse),
 # the B contiguous lanes innermost.
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def scan_arith(x, A, n, B, is_mul, reverse, out):
     """Inclusive sum (product if ``is_mul``) scan, in NumPy's accumulate order."""
     for a in range(A):
@@ -214,7 +214,7 @@ def scan_arith(x, A, n, B, is_mul, reverse, out):
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def scan_minmax(x, A, n, B, is_max, reverse, out):
     """Inclusive max (min) scan with ``np.maximum``'s (``np.minimum``'s) rule."""
     for a in range(A):
@@ -235,7 +235,7 @@ def scan_minmax(x, A, n, B, is_max, reverse, out):
     return 0
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _logaddexp(x, y):
     # NumPy's npy_logaddexp, branch for branch
     if x == y:
@@ -248,7 +248,7 @@ def _logaddexp(x, y):
     return tmp
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _logaddexp32(x, y):
     # npy_logaddexpf: float32 throughout (expf, log1pf)
     if x == y:
@@ -261,7 +261,7 @@ def _logaddexp32(x, y):
     return tmp
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def scan_f16(x, A, n, B, op, reverse, out):
     """Scans (op 0 add, 1 mul, 2 max, 3 min, 4 logaddexp) of float16 values carried as
     float32: every step computes in float32 and rounds to float16, as NumPy's float16
@@ -291,7 +291,7 @@ def scan_f16(x, A, n, B, op, reverse, out):
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def scan_logaddexp64(x, A, n, B, reverse, out):
     """Inclusive logaddexp scan of float64 values (NumPy's formula)."""
     for a in range(A):
@@ -308,7 +308,7 @@ def scan_logaddexp64(x, A, n, B, reverse, out):
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def scan_logaddexp32(x, A, n, B, reverse, out):
     """Inclusive logaddexp scan of float32 values (NumPy's float32 formula)."""
     for a in range(A):
