@@ -225,11 +225,13 @@ class Executable:
                 # loop's body runs once per iteration, so its kernels switch more of a
                 # call's time to compiled code than the program's own do
                 from numba_backend.control_flow import runner_for
-                for spec in self._loops():
-                    runner_for(spec).prefetch()
-                # (steps of the same code share one handle: one job each)
-                self._jobs = [(h, pool.submit(h.job(False), h.serial))
-                              for h in dict.fromkeys(self.handles) if not h.ready]
+                try:
+                    for spec in self._loops():
+                        runner_for(spec).prefetch()
+                finally:
+                    # (steps of the same code share one handle: one job each)
+                    self._jobs = [(h, pool.submit(h.job(False), h.serial))
+                                  for h in dict.fromkeys(self.handles) if not h.ready]
                 self._primes = []
                 by_job = {}
                 for sid, key, job in self._library_jobs():
