@@ -202,7 +202,7 @@ def test_a_callee_error_propagates():
     addr = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
     words = np.array([0, 0, 1, 8, a.__array_interface__["data"][0], 1, 8]
                      + [0] * loop_runner.BUCKETS[-1], np.int64)
-    sites = np.array([[addr, 0, 7, 0, 0]], np.int64)
+    sites = np.array([[addr, 0, 7, 0, 0, loop_runner.CALL]], np.int64)
     args = (sites, np.zeros((0, 5), np.int64), words, np.zeros(1, np.int64))
     loop_runner.run_scan(np.array([0, 0], np.int64), *args)        # no iteration
     with pytest.raises(ValueError, match="boom from a callee"):
