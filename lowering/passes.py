@@ -6,7 +6,7 @@
 - ``cse``: one equation per (primitive, operands, params);
 - ``fold_constants``: evaluate scalar equations of literals now (their NumPy impl);
 - ``simplify``: algebraic identities that are exact in IEEE arithmetic (x * 1, x - 0,
-  x / 1, neg(neg x), no-op converts/reshapes/transposes/broadcasts...);
+  x / 1 (real dtypes only), neg(neg x), no-op converts/reshapes/transposes/broadcasts...);
 - ``swap_transposed_dots``: ``transpose(dot_general(a, b))`` that only swaps the two
   operands' free dims is ``dot_general(b, a)`` (BLAS writes the wanted layout; no copy);
 - ``fold_transposed_operands``: ``dot_general(transpose(a), b)`` contracts ``a``'s own
@@ -225,7 +225,11 @@ def _simplify_eqn(eqn, invars):
         return None
     p = eqn.params
     if name == "mul":
+        # (not complex: (a+bj)(1+0j) is NaN in both parts where a or b is not finite,
+        # as NumPy computes it)
         x, y = invars
+        if out.aval.dtype.kind == "c":
+            return None
         if _is_lit(y, 1) and _same_type(x, out):
             return x
         if _is_lit(x, 1) and _same_type(y, out):
@@ -243,7 +247,7 @@ def _simplify_eqn(eqn, invars):
             return x
     elif name == "div":
         x, y = invars
-        if _is_lit(y, 1) and _same_type(x, out):
+        if _is_lit(y, 1) and _same_type(x, out) and out.aval.dtype.kind != "c":
             return x
     elif name == "convert_element_type":
         (x,) = invars

@@ -93,6 +93,29 @@ def test_simplify_keeps_signed_zeros():
         np.testing.assert_array_equal(np.asarray(got), w)
 
 
+def test_simplify_keeps_complex_multiplication_and_division_by_one():
+    """(a+bj) * 1 and (a+bj) / 1 are NaN in both parts where a or b is not finite (NumPy's
+    complex arithmetic), so neither is x for complex x (the mean of one element divides
+    by 1); for real x both are x. Checked against eager, NaN parts included."""
+    def f(x):
+        return x * 1.0, x / 1.0, tnp.mean(x), tnp.sum(x) / 1.0
+    vals = [np.nan, -np.inf, complex(1, np.inf), complex(np.nan, 2), 1.5 - 0.0j]
+    x = np.array(vals[:1], np.complex64)
+    names = prims(pipeline.optimize(closed_of(f, x)))
+    # (the mean and sum / 1 are one equation after cse)
+    assert names.count("mul") == 1 and names.count("div") == 2, names
+    r = np.array([2.5])
+    assert "mul" not in prims(pipeline.optimize(closed_of(lambda r: r * 1.0, r)))
+    for v in vals:
+        x = np.array([v], np.complex64)
+        with np.errstate(all="ignore"):
+            want = f(x)
+        for got, w in zip(tracer.jit(f)(x), want):
+            got, w = np.asarray(got), np.asarray(w)
+            for part in (np.real, np.imag):
+                np.testing.assert_array_equal(part(got), part(w))
+
+
 def test_every_pass_keeps_values_on_a_mixed_program():
     def f(x, y):
         z = tnp.sum(tnp.exp(x) * y, axis=0) + 1.0
