@@ -125,6 +125,9 @@ def main(argv=None):
                     help="threads per library (0: each library's default, no variables set)")
     ap.add_argument("--timeout", type=float, default=1200.0, help="seconds per process")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--compile-workers", type=int, default=None,
+                    help="TRACER_COMPILE_WORKERS for tracer's runs (default: unset, the "
+                         "pool's size by the cores)")
     args = ap.parse_args(argv)
     names = args.names or list(cold_start_jobs.JOBS)
     unknown = sorted(set(names) - set(cold_start_jobs.JOBS))
@@ -135,6 +138,9 @@ def main(argv=None):
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("TRACER_", "NUMBA_CACHE_DIR"))}   # the default config
     base.update(_thread_env(args.threads))
+    tracer_base = dict(base)
+    if args.compile_workers:
+        tracer_base["TRACER_COMPILE_WORKERS"] = str(args.compile_workers)
     # Byte-code as an installed package has it: pip writes site-packages' .pyc files, and
     # a user's first import writes an editable checkout's. One untimed import per Python
     # writes them here, so no timed run pays for compiling the libraries' sources.
@@ -150,7 +156,7 @@ def main(argv=None):
         calls = args.calls or cold_start_jobs.JOBS[name][1]
         rec = {"calls": calls}
         with tempfile.TemporaryDirectory() as d:
-            env = dict(base, TRACER_CACHE_DIR=os.path.join(d, "kernels"),
+            env = dict(tracer_base, TRACER_CACHE_DIR=os.path.join(d, "kernels"),
                        NUMBA_CACHE_DIR=os.path.join(d, "numba"))
             rec["tracer_cold"] = run_one(sys.executable, "tracer", name, calls, env, args.timeout)
             rec["tracer_cold"]["background"] = wait_for_compile_workers(env["TRACER_CACHE_DIR"])

@@ -78,20 +78,29 @@ def _block(out):
 
 
 def run_jax(names, quick, jax_python):
-    """{name: seconds} from jax_workloads.py, in-process or in a subprocess."""
-    try:
-        import jax  # noqa: F401
-        import jax_workloads
-        return jax_workloads.run_all(names, quick)
-    except ImportError:
-        pass
+    """{name: seconds} from jax_workloads.py, in-process or in a subprocess.
+
+    With ``--threads N`` JAX always runs in a subprocess (of this Python when it has JAX
+    and no ``--jax-python`` is given): XLA's thread pool can be confined only by the
+    process's CPU affinity, which must not confine tracer and NumPy as well."""
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if not threads:
+        try:
+            import jax  # noqa: F401
+            import jax_workloads
+            return jax_workloads.run_all(names, quick)
+        except ImportError:
+            pass
     if not jax_python:
-        return {}
+        try:
+            import jax  # noqa: F401
+            jax_python = sys.executable
+        except ImportError:
+            return {}
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jax_workloads.py")
     args = [jax_python, script, "--json"] + (["--quick"] if quick else []) + list(names)
     env = dict(os.environ)
     cpus = None
-    threads = os.environ.get("OMP_NUM_THREADS")
     if threads:     # --threads N: XLA's pools too
         env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen="
                             + ("false" if threads == "1" else "true")).strip()

@@ -480,6 +480,7 @@ def code_only(text: str) -> str:
 class _KernelGen:
     def __init__(self, k: Kernel):
         self.k = k
+        self._count_rare = False   # function(): the nest being emitted counts per chunk
         self.imports: set = set()
         self.name_imports: set = set()
         order = k.loop_order()
@@ -627,13 +628,19 @@ class _KernelGen:
         # run it in a first pass that counts the other arguments; when there are any, a
         # second pass recomputes everything with the full versions (outputs are fresh
         # arrays, and a nest sets up its accumulators and pairwise scratch itself: running
-        # twice is harmless). Serial nests only (Numba refuses the count as a prange
-        # reduction when it is updated twice): a sum of float32 cosines ran the full
-        # reduction for every element, 7x NumPy's time.
-        fast_ok = not parallel
+        # twice is harmless): a sum of float32 cosines ran the full reduction for every
+        # element, 7x NumPy's time. A parallel nest counts per chunk of its prange
+        # (Numba refuses the count as a prange reduction when it is updated twice), where
+        # its prange is the outermost loop's; the full versions kept the per-thread loop
+        # scalar: elementwise (benchmarks/workloads.py) ran 5.5x faster on 16 threads
+        # than on one.
+        fast_ok = not parallel or self._rare_chunks_ok()
         blocks, expr, used = build(fast_ok)
+        if used and parallel and any(line.startswith("rare_ +=") for line in blocks[0]):
+            blocks, expr, used = build(False)   # (a count outside every loop)
         if used:
             blocks_full, expr_full, _ = build(False)
+        self._count_rare = used and parallel
         with em.block(f"def {fname}({', '.join(args)}):"):
             for d in range(k.ndim):
                 em.line(f"n{d} = ip[{d}]")
@@ -642,11 +649,12 @@ class _KernelGen:
                 em.line(f"p{s} = ip[{s}]" + (f"  # {label}" if label else ""))
             for j, dt in enumerate(k.fparam_dtypes):
                 em.line(f"f{j} = {np_name(carrier(dt))}(fp[{j}])")
-            if used:
+            if used and not parallel:
                 em.line("rare_ = 0")
             self._emit_nest(em, blocks, expr, parallel)
+            self._count_rare = False
             if used:
-                with em.block("if rare_ != 0:"):
+                with em.block("if rarec_.sum() != 0:" if parallel else "if rare_ != 0:"):
                     self._emit_nest(em, blocks_full, expr_full, parallel)
             em.line("return 0")
         return em.text()
@@ -655,6 +663,13 @@ class _KernelGen:
         if self.outer:
             return f"acc{slot}[{self._kept_index(depth)}]"
         return f"acc{slot}"
+
+    def _rare_chunks_ok(self) -> bool:
+        """Whether the parallel nest is a prange over its outermost loop, emitted by
+        ``_emit_loops`` (which then counts a fast path's other arguments per chunk)."""
+        k = self.k
+        return (not self.run and self.n_loops > 0 and self.order[0] == k.parallel_dim
+                and not (k.reductions and self.n_kept == 0 and k.chunked))
 
     def _emit_nest(self, em, blocks, expr, parallel):
         k = self.k
@@ -734,7 +749,8 @@ class _KernelGen:
             return
         d = self.order[p]
         rng = "prange" if (parallel and p == 0 and d == k.parallel_dim) else "range"
-        with em.block(f"for i{d} in {rng}(n{d}):"):
+
+        def body():
             for line in blocks[p + 1]:
                 em.line(line)
             inner_reduce = k.reductions and not self.outer and p + 1 == self.n_kept
@@ -743,6 +759,20 @@ class _KernelGen:
             self._emit_loops(em, blocks, expr, p + 1, parallel)
             if inner_reduce:
                 self._emit_acc_final(em, expr)
+
+        if rng == "prange" and self._count_rare:
+            # the fast path's count of other arguments, per chunk (see function())
+            em.line(f"nch_ = n{d} if n{d} < {CHUNKS} else {CHUNKS}")
+            em.line("rarec_ = np.zeros(nch_, np.int64)")
+            with em.block("for c_ in prange(nch_):"):
+                em.line("rare_ = 0")
+                with em.block(f"for i{d} in range((c_ * n{d}) // nch_, "
+                              f"((c_ + 1) * n{d}) // nch_):"):
+                    body()
+                em.line("rarec_[c_] = rare_")
+        else:
+            with em.block(f"for i{d} in {rng}(n{d}):"):
+                body()
         if p == self.round_after:
             self._emit_rounding(em, self.k.reductions, depth=p)
 

@@ -450,6 +450,46 @@ def test_parallel_variant_matches_serial():
         tracer.config.update("parallel_threshold", old)
 
 
+def test_parallel_variant_takes_the_fast_path_and_its_fix_up():
+    # sin/cos's fast path (|x| < 2**17) in the parallel variant: a count per chunk of the
+    # prange, and the full nest again when any argument needs it; bits equal to the
+    # serial variant's, wherever the rare arguments fall (first/last chunk, none, all)
+    f = lambda x: tnp.sin(x) * tnp.cos(x) + tnp.exp(-x * x) / (1 + x * x)
+    g = lambda a: (tnp.sum(tnp.sin(a), axis=1), tnp.cos(a) * 2.0)
+    rng = np.random.default_rng(11)
+    base = rng.normal(size=1000).astype(np.float32) * 10
+    cases = [base]
+    for where in ([0], [999], [0, 500, 999], list(range(1000))):
+        x = base.copy()
+        x[where] = np.float32(3.0e5)
+        cases.append(x)
+    special = base.copy()
+    special[[1, 2, 3, 4]] = [np.inf, -np.inf, np.nan, -1e30]
+    cases.append(special)
+    a = (rng.normal(size=(130, 7)) * 1e3).astype(np.float32)
+    a[129, 6] = 2.0e6
+    old = tracer.config.parallel_threshold
+
+    def run(threshold):
+        tracer.config.update("parallel_threshold", threshold)
+        return ([np.asarray(tracer.jit(f)(x)) for x in cases] +
+                [np.asarray(r) for r in tracer.jit(g)(a)])
+    try:
+        serial = run(2 ** 62)
+        par = run(1)
+        src = tracer.jit(f).lower(base)._executable().sources[0].text
+    finally:
+        tracer.config.update("parallel_threshold", old)
+    par_src = src.split("def kernel_par")[1]
+    assert "rarec_[c_] = rare_" in par_src and "if rarec_.sum() != 0:" in par_src, par_src
+    for s_, p_ in zip(serial, par):
+        np.testing.assert_array_equal(s_, p_)
+    for x, got in zip(cases, serial):
+        with np.errstate(all="ignore"):
+            want = np.sin(x) * np.cos(x) + np.exp(-x * x) / (1 + x * x)
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+
+
 _SUBPROCESS = textwrap.dedent("""
     import sys, numpy as np
     import tracer
