@@ -480,7 +480,6 @@ def code_only(text: str) -> str:
 class _KernelGen:
     def __init__(self, k: Kernel):
         self.k = k
-        self._count_rare = False   # function(): the nest being emitted counts per chunk
         self.imports: set = set()
         self.name_imports: set = set()
         order = k.loop_order()
@@ -550,6 +549,7 @@ class _KernelGen:
             """The statements of each loop level, and whether a fast path was used."""
             names: dict = {}
             used = [False]
+            rares: dict = {}     # loop level -> the fast path's counts of other arguments
             counter = [0]
             blocks: list = [[] for _ in range(self.n_loops + 1)]
 
@@ -613,7 +613,7 @@ class _KernelGen:
                         fn, rare = fast_path
                         blocks[lv].extend(inliner.expand(rare, argv, f"{name}_rare",
                                                          f"{name}_r_", self.name_imports))
-                        blocks[lv].append(f"rare_ += {name}_rare")
+                        rares.setdefault(lv, []).append(f"{name}_rare")
                         used[0] = True
                     blocks[lv].extend(inliner.expand(fn, argv, f"{name}_ret", f"{name}_l_",
                                                      self.name_imports))
@@ -622,6 +622,11 @@ class _KernelGen:
                     code = inline(n)
                 blocks[lv].append(f"{name} = {code}")
                 names[n] = name
+            # one update of the count per loop level (a prange reduction must be one)
+            for lv, rs in rares.items():
+                blocks[lv].append(f"rare_ += {' + '.join(rs)}")
+            if parallel and (len(rares) > 1 or 0 in rares):
+                return build(False)
             return blocks, expr, used[0]
 
         # Functions with a fast path for common arguments (vecmath.sin_f32: |x| < 2**17)
@@ -629,18 +634,15 @@ class _KernelGen:
         # second pass recomputes everything with the full versions (outputs are fresh
         # arrays, and a nest sets up its accumulators and pairwise scratch itself: running
         # twice is harmless): a sum of float32 cosines ran the full reduction for every
-        # element, 7x NumPy's time. A parallel nest counts per chunk of its prange
-        # (Numba refuses the count as a prange reduction when it is updated twice), where
-        # its prange is the outermost loop's; the full versions kept the per-thread loop
-        # scalar: elementwise (benchmarks/workloads.py) ran 5.5x faster on 16 threads
-        # than on one.
-        fast_ok = not parallel or self._rare_chunks_ok()
+        # element, 7x NumPy's time. A parallel nest counts them as a prange reduction,
+        # where its prange is its outermost loop and the counts are at one level inside
+        # it (Numba refuses a reduction updated twice); the full versions keep the loop
+        # scalar: elementwise's parallel variant (benchmarks/workloads.py) on one thread
+        # took 40 ms against the serial variant's 19.
+        fast_ok = not parallel or self._rare_reduction_ok()
         blocks, expr, used = build(fast_ok)
-        if used and parallel and any(line.startswith("rare_ +=") for line in blocks[0]):
-            blocks, expr, used = build(False)   # (a count outside every loop)
         if used:
             blocks_full, expr_full, _ = build(False)
-        self._count_rare = used and parallel
         with em.block(f"def {fname}({', '.join(args)}):"):
             for d in range(k.ndim):
                 em.line(f"n{d} = ip[{d}]")
@@ -649,12 +651,11 @@ class _KernelGen:
                 em.line(f"p{s} = ip[{s}]" + (f"  # {label}" if label else ""))
             for j, dt in enumerate(k.fparam_dtypes):
                 em.line(f"f{j} = {np_name(carrier(dt))}(fp[{j}])")
-            if used and not parallel:
+            if used:
                 em.line("rare_ = 0")
             self._emit_nest(em, blocks, expr, parallel)
-            self._count_rare = False
             if used:
-                with em.block("if rarec_.sum() != 0:" if parallel else "if rare_ != 0:"):
+                with em.block("if rare_ != 0:"):
                     self._emit_nest(em, blocks_full, expr_full, parallel)
             em.line("return 0")
         return em.text()
@@ -664,9 +665,9 @@ class _KernelGen:
             return f"acc{slot}[{self._kept_index(depth)}]"
         return f"acc{slot}"
 
-    def _rare_chunks_ok(self) -> bool:
+    def _rare_reduction_ok(self) -> bool:
         """Whether the parallel nest is a prange over its outermost loop, emitted by
-        ``_emit_loops`` (which then counts a fast path's other arguments per chunk)."""
+        ``_emit_loops`` (where a fast path's count can be a prange reduction)."""
         k = self.k
         return (not self.run and self.n_loops > 0 and self.order[0] == k.parallel_dim
                 and not (k.reductions and self.n_kept == 0 and k.chunked))
@@ -750,7 +751,7 @@ class _KernelGen:
         d = self.order[p]
         rng = "prange" if (parallel and p == 0 and d == k.parallel_dim) else "range"
 
-        def body():
+        with em.block(f"for i{d} in {rng}(n{d}):"):
             for line in blocks[p + 1]:
                 em.line(line)
             inner_reduce = k.reductions and not self.outer and p + 1 == self.n_kept
@@ -759,20 +760,6 @@ class _KernelGen:
             self._emit_loops(em, blocks, expr, p + 1, parallel)
             if inner_reduce:
                 self._emit_acc_final(em, expr)
-
-        if rng == "prange" and self._count_rare:
-            # the fast path's count of other arguments, per chunk (see function())
-            em.line(f"nch_ = n{d} if n{d} < {CHUNKS} else {CHUNKS}")
-            em.line("rarec_ = np.zeros(nch_, np.int64)")
-            with em.block("for c_ in prange(nch_):"):
-                em.line("rare_ = 0")
-                with em.block(f"for i{d} in range((c_ * n{d}) // nch_, "
-                              f"((c_ + 1) * n{d}) // nch_):"):
-                    body()
-                em.line("rarec_[c_] = rare_")
-        else:
-            with em.block(f"for i{d} in {rng}(n{d}):"):
-                body()
         if p == self.round_after:
             self._emit_rounding(em, self.k.reductions, depth=p)
 

@@ -451,9 +451,11 @@ def test_parallel_variant_matches_serial():
 
 
 def test_parallel_variant_takes_the_fast_path_and_its_fix_up():
-    # sin/cos's fast path (|x| < 2**17) in the parallel variant: a count per chunk of the
-    # prange, and the full nest again when any argument needs it; bits equal to the
-    # serial variant's, wherever the rare arguments fall (first/last chunk, none, all)
+    # sin/cos's fast path (|x| < 2**17) in the parallel variant: its count of the other
+    # arguments is a prange reduction, and the full nest runs again when any argument
+    # needs it; bits equal to the serial variant's, wherever the rare arguments fall
+    # (first/last/middle element, none, all, and inf/NaN), in a map and in a nest with a
+    # kept reduction
     f = lambda x: tnp.sin(x) * tnp.cos(x) + tnp.exp(-x * x) / (1 + x * x)
     g = lambda a: (tnp.sum(tnp.sin(a), axis=1), tnp.cos(a) * 2.0)
     rng = np.random.default_rng(11)
@@ -481,7 +483,7 @@ def test_parallel_variant_takes_the_fast_path_and_its_fix_up():
     finally:
         tracer.config.update("parallel_threshold", old)
     par_src = src.split("def kernel_par")[1]
-    assert "rarec_[c_] = rare_" in par_src and "if rarec_.sum() != 0:" in par_src, par_src
+    assert "rare_ += t1_rare + t2_rare" in par_src and "if rare_ != 0:" in par_src, par_src
     for s_, p_ in zip(serial, par):
         np.testing.assert_array_equal(s_, p_)
     for x, got in zip(cases, serial):
