@@ -440,6 +440,13 @@ def test_parallel_variant_matches_serial():
     try:
         check_jit(f, (x,), rtol=1e-13)
         check_jit(g, (x,), rtol=1e-13)
+        # 1-d: each chunk's loop is the innermost one (and empty chunks: fewer elements
+        # than chunks)
+        for n in (1000, 5, 0):
+            x1 = x.reshape(-1)[:n]
+            h = lambda x: (tnp.max(x) if x.size else tnp.sum(x), tnp.sum(x > 0.5),
+                           tnp.argmax(x) if x.size else tnp.sum(x))
+            check_jit(h, (x1,), rtol=0)
         first = [np.asarray(r) for r in tracer.jit(g)(x)]
         again = [np.asarray(r) for r in tracer.jit(g)(x)]   # deterministic
         for a, b in zip(first, again):
