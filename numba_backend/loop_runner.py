@@ -19,9 +19,11 @@ under the C calling convention of x86-64 and AArch64 the callee reads its own ar
 and never the extra ones (integer arguments travel in registers, then in the caller's
 stack area). The meminfo fields are null: the callees are kernels and copy or product
 functions, which keep no reference to their operands (Numba's reference counting skips
-null meminfos). A matrix product calls Numba's own C wrapper of BLAS GEMM or GEMV
-(``call_c_words``) with the arguments a compiled ``dot_mm`` would pass it, so no
-product function is compiled for the loop at all (``_blas_call``).
+null meminfos). A matrix product calls BLAS GEMM or GEMV itself (``call_c_words``), the
+library NumPy's matmul calls (``numba_backend.numpy_blas``: the same bits as the NumPy
+tier), or where that is not found Numba's own C wrapper, with the arguments a compiled
+``dot_mm`` would pass it; so no product function is compiled for the loop at all
+(``_blas_call``).
 
 Which scans run here (``plan_scan``): one level of loop (no nested control flow), body
 steps that are kernels, ``dot_general`` steps of two float matrices and reshaped views,
@@ -40,6 +42,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from numba_backend import numpy_blas
 from numba_backend.compile_worker import numba_types
 from numba_backend.driver_runtime import dot_mm_call
 from numba_backend.storage import from_storage, storage_dtype, to_storage
@@ -119,9 +122,10 @@ RUN_SCAN_SIG = [[np.dtype(np.int64).str, nd, False] for nd in (1, 2, 2, 1, 1)]
 # patch kinds: a fixed base, the current buffer of a carry pair, its next buffer
 FIXED, CURRENT, NEXT = 0, 1, 2
 
-# site kinds: a Numba-compiled function, a copy of contiguous bytes, a C function
-CALL, COPY, CALL_C = 0, 1, 2
-# the word count of every C call (BLAS through Numba's wrappers: at most 14 arguments)
+# site kinds: a Numba-compiled function, a copy of contiguous bytes, a C function that
+# returns a status, a C function that returns nothing (NumPy's BLAS, Fortran interface)
+CALL, COPY, CALL_C, CALL_VOID = 0, 1, 2, 3
+# the word count of every C call (BLAS: at most 14 arguments)
 C_WORDS = 16
 
 
@@ -155,7 +159,7 @@ def run_scan(ctl, sites, patches, words, bases):
     patch, end patch, site kind: CALL a Numba-compiled function (``call_words``), COPY
     contiguous bytes (its words the source, the destination and the byte count),
     CALL_C a C function (``call_c_words``: BLAS), whose nonzero result ends the loop
-    and is returned); ``patches``: rows (word index, kind, base slot,
+    and is returned, CALL_VOID a C function whose result is ignored); ``patches``: rows (word index, kind, base slot,
     byte offset, bytes per iteration): before each call its patches set
     ``words[index] = bases[slot'] + offset + i * step``, with ``slot'`` the slot itself
     (FIXED) or, for a carry's pair of buffers at ``slot`` and ``slot + 1``, the one the
@@ -183,6 +187,8 @@ def run_scan(ctl, sites, patches, words, bases):
                 code = call_c_words(sites[s, 0], words, w)
                 if code != 0:
                     return code
+            elif how == CALL_VOID:
+                call_c_words(sites[s, 0], words, w)
             else:
                 call_words(sites[s, 0], words, w, sites[s, 2])
     return 0
@@ -396,7 +402,7 @@ def plan_scan(spec, pasted):
             if blas is None:
                 plan.site(("dot_mm", spec_), [a, b, out], "dot_mm" + what)
             else:
-                plan.c_site(("blas", blas[0]), blas[1], blas[0] + what)
+                plan.c_site(blas[0], blas[1], blas[0][1] + what)
             calls += 1
         else:
             raise NotRunnable(getattr(step, "name", None) or type(step).__name__)
@@ -425,32 +431,53 @@ _BLAS_KIND = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z
 
 def _blas_call(plan, a, b, out, ta, tb):
     """``out = a @ b`` (``_Loc`` matrices, ``a``/``b`` transposed views where ``ta``/``tb``)
-    as a direct call of Numba's BLAS wrapper that ``driver_runtime.dot_mm`` ends in, with
-    the arguments it passes (``numba.np.linalg.call_xxgemm`` and ``call_xxgemv``, as
-    ``numba_backend.blas`` calls them), so the same BLAS routine computes the same bits:
-    (wrapper name, arguments), or None where ``dot_mm`` does something else (a single or
-    no contracted element, an empty result), which then stays a ``dot_mm`` call. No
-    compiled ``dot_mm`` is needed for the common products (0.15-0.25 s of a worker's
-    compile per dtype and layouts)."""
+    as a direct call of BLAS GEMV or GEMM: ((site kind, function name), arguments), or
+    None where ``dot_mm`` does something else (a single or no contracted element, an
+    empty result), which then stays a ``dot_mm`` call. The arguments are those NumPy's matmul passes its CBLAS interface for these
+    shapes and layouts (``numpy/_core/src/umath/matmul.c.src``: GEMV for a matrix times
+    a vector, with the transpose flag the matrix's layout sets; GEMM of the row-major
+    product as the column-major ``out.T = b.T @ a.T``), which are also those
+    ``numba.np.linalg.call_xxgemv``/``call_xxgemm`` pass Numba's wrappers; the function
+    is NumPy's library's (``numba_backend.numpy_blas``), or Numba's wrapper where that
+    is not found. No compiled ``dot_mm`` is needed for the common products (0.15-0.25 s
+    of a worker's compile per dtype and layouts). Not as NumPy: a 1 x 1 result (GEMM
+    here, NumPy's dot there) and ``x @ x.T`` of one operand (GEMM here, SYRK there) may
+    differ from the NumPy tier in their last bits."""
     (m, k), n = a.shape, b.shape[1]
     kind = _BLAS_KIND.get(out.dtype.name)
     if kind is None or k <= 1 or m == 0 or n == 0:
         return None
     one, zero = plan.const(1, out.dtype), plan.const(0, out.dtype)
     lay_a, lay_b = "F" if ta else "C", "F" if tb else "C"
+    fns = numpy_blas.functions()
+    if fns is not None:
+        int_t = np.int64 if fns["int_bytes"] == 8 else np.int32
+
+        def val(v):     # (Fortran: every argument by reference)
+            return plan.const(v, int_t)
+
+        def char(c):
+            return plan.const(ord(c), np.uint8)
     if (n == 1 and m > 1) or (m == 1 and n > 1):
         # GEMV: dot_mm's matvec_into (the matrix a) or vecmat_into (the matrix b)
         mat, lay, vec = (a, lay_a, b) if n == 1 else (b, lay_b, a)
         trans = (lay == "C") if n == 1 else (lay == "F")
         rows, cols = mat.shape
         mm, nn, ld = (rows, cols, rows) if lay == "F" else (cols, rows, cols)
-        return "xxgemv", [ord(kind), ord("t" if trans else "n"), mm, nn, one, mat, ld,
-                          vec, zero, out]
-    # GEMM of the row-major product as the column-major out.T = b.T @ a.T
+        if fns is None:
+            return ("blas", "xxgemv"), [ord(kind), ord("t" if trans else "n"), mm, nn,
+                                        one, mat, ld, vec, zero, out]
+        return ("numpy_blas", kind + "gemv"), [
+            char("t" if trans else "n"), val(mm), val(nn), one, mat, val(ld), vec, val(1),
+            zero, out, val(1)]
     trans_b, ld_b = ("n", n) if lay_b == "C" else ("t", k)
     trans_a, ld_a = ("n", k) if lay_a == "C" else ("t", m)
-    return "xxgemm", [ord(kind), ord(trans_b), ord(trans_a), n, m, k, one, b, ld_b,
-                      a, ld_a, zero, out, n]
+    if fns is None:
+        return ("blas", "xxgemm"), [ord(kind), ord(trans_b), ord(trans_a), n, m, k, one,
+                                    b, ld_b, a, ld_a, zero, out, n]
+    return ("numpy_blas", kind + "gemm"), [
+        char(trans_b), char(trans_a), val(n), val(m), val(k), one, b, val(ld_b), a,
+        val(ld_a), zero, out, val(n)]
 
 
 # ------------------------------------------ runner ----------------------------------------
@@ -482,7 +509,7 @@ class ScanRunner:
         kernels: ``run_scan`` and the products and copies it calls."""
         out = [(__name__, "run_scan", RUN_SCAN_SIG)]
         for callee, *_ in self.plan.sites:
-            if callee[0] not in ("kernel", "copy", "blas"):
+            if callee[0] not in ("kernel", "copy", "blas", "numpy_blas"):
                 entry = ("numba_backend.driver_runtime", callee[0], callee[1])
                 if entry not in out:
                     out.append(entry)
@@ -541,6 +568,9 @@ class ScanRunner:
                 continue
             if callee[0] == "blas":
                 rows.append([_helperlib.c_helpers[callee[1]], *rest, CALL_C])
+                continue
+            if callee[0] == "numpy_blas":
+                rows.append([numpy_blas.functions()[callee[1]], *rest, CALL_VOID])
                 continue
             if callee[0] == "kernel":
                 # (one kernel module can serve several dtypes: this step's own signature)
