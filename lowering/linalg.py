@@ -54,7 +54,12 @@ def _dot_general_outer(ctx, idx, lhs, rhs, *, dimension_numbers, precision,
     if in_dt == np.bool_:
         return ctx.cast(ctx.op("and", x, y), out_dt)
     compute = out_dt if dtypes.promote_types(in_dt, out_dt) == out_dt else in_dt
-    return ctx.cast(ctx.op("mul", ctx.cast(x, compute), ctx.cast(y, compute)), out_dt)
+    prod = ctx.op("mul", ctx.cast(x, compute), ctx.cast(y, compute))
+    if compute.kind in "fc":
+        # NumPy's matmul adds the one product to a zero (its loop without BLAS), so a
+        # -0.0 product gives 0.0, as eager and the NumPy tier give it
+        prod = ctx.op("add", ctx.const(0, compute), prod)
+    return ctx.cast(prod, out_dt)
 
 
 lowering_rules[la.dot_general_p] = _dot_general_lower

@@ -412,6 +412,9 @@ def helper_hash() -> str:
         # the float8/float4 tables of numba_backend.scalar come from ml_dtypes
         # (its version, without importing it: ``tracer.dtypes``)
         src += importlib.metadata.version("ml_dtypes")
+        # the BLAS the drivers' products call by name (numba_backend.blas)
+        from numba_backend import numpy_blas
+        src += numpy_blas.identity()
         _HELPER_HASH = hashlib.sha256(src.encode()).hexdigest()[:16]
     return _HELPER_HASH
 

@@ -578,7 +578,8 @@ def _dot_helper(lhs_a, rhs_a, out_a, dimension_numbers):
             a = "lhs" if lhs_a.ndim == 1 or lperm == (0, 1) else "lhs.T"
             b = "rhs" if rhs_a.ndim == 1 or rperm == (0, 1) else "rhs.T"
             # A single contracted element (an outer product): BLAS GEMM with k = 1 is
-            # slow; the loop gives the same exact products.
+            # slow; the loop gives the same exact products, added to a zero as NumPy's
+            # matmul adds them (so a -0.0 product gives 0.0).
             with em.block(f"if lhs.shape[{lc[0]}] == 1:"):
                 li = {lc[0]: "0"}
                 if lfree:
@@ -593,7 +594,8 @@ def _dot_helper(lhs_a, rhs_a, out_a, dimension_numbers):
                 n_n = f"rhs.shape[{rfree[0]}]" if rfree else "1"
                 with em.block(f"for m in range({m_n}):"):
                     with em.block(f"for n in range({n_n}):"):
-                        em.line(f"out[{out_idx}] = {lhs_el} * {rhs_el}")
+                        em.line(f"out[{out_idx}] = 0")
+                        em.line(f"out[{out_idx}] += {lhs_el} * {rhs_el}")
             if lhs_a.ndim == 2 and rhs_a.ndim == 2:
                 # matrix x matrix: GEMM as np.dot calls it (numba_backend.blas), which
                 # takes no empty operand

@@ -131,16 +131,19 @@ def dot_mm(a, b, out):
     ``b`` (k, n) each C or F layout (a transpose is an F-layout view), ``out`` (m, n)
     C-contiguous: the matrix products of the drivers' ``dot_general`` steps, compiled
     once per dtype and layouts instead of typed by each driver; returns 0
-    (``KERNEL_RETURN``: drivers call it by address). The same calls as
-    ``np.dot`` (``numba_backend.blas``), so the same bits."""
+    (``KERNEL_RETURN``: drivers call it by address). The same BLAS calls as
+    NumPy's matmul makes, in NumPy's library (``numba_backend.blas``), so the NumPy
+    tier's bits."""
     m, k = a.shape
     n = b.shape[1]
     if k == 1:
         # a single contracted element (an outer product): BLAS GEMM with k = 1 is slow;
-        # the loop gives the same exact products
+        # the loop gives the same exact products, added to a zero as NumPy's matmul
+        # adds them (a -0.0 product gives 0.0)
         for i in range(m):
             for j in range(n):
-                out[i, j] = a[i, 0] * b[0, j]
+                out[i, j] = 0
+                out[i, j] += a[i, 0] * b[0, j]
     elif k == 0:
         # (BLAS takes no empty operand)
         for i in range(m):

@@ -35,11 +35,21 @@ def _library_paths():
     return sorted({p for pat in pats for p in glob.glob(pat)})
 
 
+def identity() -> str:
+    """Which library ``functions()`` found (part of the generated code's cache keys: the
+    drivers' machine code calls it, with its integer width)."""
+    fns = functions()
+    return "none" if fns is None else f"{os.path.basename(_path)} int{8 * fns['int_bytes']}"
+
+
+_path = None
+
+
 def functions() -> dict | None:
     """{"sgemm", "dgemm", "cgemm", "zgemm", "sgemv", ... : address} of NumPy's BLAS
     (Fortran interface), with "int_bytes": the width of its integer arguments (8 for an
     ILP64 build); None when not found."""
-    global _found, _functions
+    global _found, _functions, _path
     if _found:
         return _functions
     _found = True
@@ -58,5 +68,6 @@ def functions() -> dict | None:
             except AttributeError:
                 continue
             _functions = dict(addrs, int_bytes=width)
+            _path = path
             return _functions
     return None

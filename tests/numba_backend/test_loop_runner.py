@@ -234,12 +234,14 @@ def test_async_scan_switches_to_the_runner_without_a_driver(monkeypatch):
         tracer.config.update("jit_compile", "sync")
 
 
+@pytest.mark.parametrize("runner", [True, False])
 @pytest.mark.parametrize("shape,dtype", [((7, 7), np.float32), ((5, 5), np.float64),
                                          ((16, 5), np.float32), ((5, 16), np.complex64)])
-def test_products_equal_the_numpy_tier_bit_for_bit(shape, dtype, monkeypatch):
-    # the runner's GEMV/GEMM are NumPy's library's (numba_backend.numpy_blas), as the
-    # NumPy tier's np.matmul calls them: a wheel of SciPy brings another OpenBLAS, whose
-    # float32 GEMV of a 7 x 7 matrix differed in its last bits
+def test_products_equal_the_numpy_tier_bit_for_bit(shape, dtype, runner, monkeypatch):
+    # the runner's and the drivers' GEMV/GEMM are NumPy's library's
+    # (numba_backend.numpy_blas), as the NumPy tier's np.matmul calls them: a wheel of
+    # SciPy brings another OpenBLAS, whose float32 GEMV of a 7 x 7 matrix differed in its
+    # last bits (in a scan on the runner, and in a fori_loop's driver)
     from numba_backend import numpy_blas
     cplx = np.dtype(dtype).kind == "c"
 
@@ -253,17 +255,43 @@ def test_products_equal_the_numpy_tier_bit_for_bit(shape, dtype, monkeypatch):
             y = (w.T @ h) * 0.5
             return w @ y + (x @ w).sum(0) @ w.T + (w.T @ x.T).sum(1) @ w.T, (y, x @ w)
         return lax.scan(body, h, None, length=5)
-    monkeypatch.setattr(control_flow, "LOOP_RUNNER", True)
+
+    def g(w, h, x):
+        return lax.fori_loop(0, 4, lambda i, h: (w @ (w.T @ h)) * 0.5, h)
+    monkeypatch.setattr(control_flow, "LOOP_RUNNER", runner)
     out = {}
     try:
         for mode in ("none", "sync"):
             tracer.config.update("jit_compile", mode)
-            out[mode] = _leaves(tracer.jit(f)(w, h, x))
+            out[mode] = _leaves(tracer.jit(f)(w, h, x)) + _leaves(tracer.jit(g)(w, h, x))
     finally:
         tracer.config.update("jit_compile", "sync")
     text = tracer.jit(f).lower(w, h, x).as_text()
-    assert "scan on the loop runner" in text, text[-1500:]
-    if numpy_blas.functions() is not None:
+    assert ("scan on the loop runner" in text) == runner, text[-1500:]
+    if runner and numpy_blas.functions() is not None:
         assert "xxgem" not in text and "gemv(" in text and "gemm(" in text, text[-1500:]
     for a, b in zip(out["none"], out["sync"]):
         np.testing.assert_array_equal(_bits(a), _bits(b))
+
+
+@pytest.mark.parametrize("runner", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_a_single_contracted_element_gives_numpys_signed_zeros(dtype, runner, monkeypatch):
+    # NumPy's matmul adds a k = 1 product to a zero (its loop without BLAS): a -0.0
+    # product is 0.0, eagerly, in the NumPy tier, and in every compiled form (a fused
+    # kernel, the runner's dot_mm, a driver's product helper)
+    a = np.array([[-1.0], [2.0], [-0.0]]).astype(dtype)
+    b = np.array([[0.0, -0.0, 3.0, -2.0]]).astype(dtype)
+    want = a @ b
+    assert np.signbit(want.real).sum() == 2       # (-1 * 3, -0 * -2 is +0)
+    progs = [lambda a, b: a @ b,
+             lambda a, b: lax.scan(lambda c, _: (c + 1.0, (a * c) @ b), 1.0, None,
+                                   length=2)[1][0],
+             lambda a, b: lax.fori_loop(0, 1, lambda i, c: a @ b - c,
+                                        tnp.zeros((3, 4), a.dtype))]
+    monkeypatch.setattr(control_flow, "LOOP_RUNNER", runner)
+    for f in progs:
+        eager = np.asarray(f(a, b))
+        got = np.asarray(tracer.jit(f)(a, b))
+        np.testing.assert_array_equal(_bits(got), _bits(eager))
+    np.testing.assert_array_equal(_bits(np.asarray(tracer.jit(progs[0])(a, b))), _bits(want))
