@@ -4,8 +4,9 @@ busy compile workers hold taken from the program's pools, given back when they f
 A compiled program computes with two kinds of thread pools: the BLAS libraries its matrix
 products and factorizations call and Numba's pool for its parallel kernels, each one
 thread per core by default. Installed from wheels, NumPy and SciPy each bring their own
-OpenBLAS (NumPy's serves a program's products and most factorizations, SciPy's the loop
-drivers' products, through Numba, and the triangular solves), and an OpenBLAS pool's
+OpenBLAS (NumPy's serves a program's products, the loops' too (``numpy_blas``), and most
+factorizations, SciPy's the triangular solves and, where NumPy's library is not found,
+the loops' products through Numba), and an OpenBLAS pool's
 threads spin for a while after each call: two pools of a thread per core take turns
 fighting over the cores. Measured on this 2-core machine, steady state per call with
 (NumPy's, SciPy's) threads: gp_fit (``benchmarks/cold_start_jobs.py``) 12.3 ms with
@@ -50,7 +51,7 @@ import threading
 
 _BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
              "GOTO_NUM_THREADS", "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
-# (the module whose import loads SciPy's BLAS: the loop drivers' products, through Numba)
+# (the module whose import loads SciPy's BLAS: triangular solves, and Numba's BLAS wrappers)
 _SCIPY_BLAS = "scipy.linalg.cython_blas"
 
 pending = True           # the next jitted call calls apply() (checked on its path)
