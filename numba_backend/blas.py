@@ -5,7 +5,7 @@ types and compiles its general implementation (shape checks, layouts, exceptions
 each driver. ``matmul_into`` is the call that implementation ends in, GEMM with the
 arguments Numba's own wrapper (``numba_xxgemm``) gets, as an intrinsic: a few LLVM
 instructions at each call site. The library called is the one NumPy's matmul calls
-(``numba_backend.numpy_blas``, by the symbols ``_symbol`` registers with LLVM), so a
+(``numba_backend.numpy_blas``, by the symbols ``_register`` names for LLVM), so a
 driver's products have the bits of the NumPy tier's; Numba's wrapper calls SciPy's
 BLAS, another OpenBLAS in wheels, and stays where NumPy's is not found.
 """

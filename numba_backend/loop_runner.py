@@ -154,18 +154,17 @@ def call_c_words(typingctx, addr, words, start):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def run_scan(ctl, sites, patches, words, bases):
-    """Run ``ctl[0]`` iterations of a scan's call sites, backwards when ``ctl[1]`` (``i``
-    runs from ``n - 1`` down). ``sites``: rows (address, first word, word count, first
-    patch, end patch, site kind: CALL a Numba-compiled function (``call_words``), COPY
-    contiguous bytes (its words the source, the destination and the byte count),
-    CALL_C a C function (``call_c_words``: BLAS), whose nonzero result ends the loop
-    and is returned, CALL_VOID a C function whose result is ignored); ``patches``: rows (word index, kind, base slot,
-    byte offset, bytes per iteration): before each call its patches set
-    ``words[index] = bases[slot'] + offset + i * step``, with ``slot'`` the slot itself
-    (FIXED) or, for a carry's pair of buffers at ``slot`` and ``slot + 1``, the one the
-    iteration reads (CURRENT) or writes (NEXT). After the loop the carries' values are
-    in the buffers at ``slot + n % 2``. Every array is int64 and C-contiguous. Returns
-    0."""
+    """Run ``ctl[0]`` iterations of a scan's call sites, backwards when ``ctl[1]`` (``i`` runs
+    from ``n - 1`` down). ``sites``: rows (address, first word, word count, first patch, end
+    patch, site kind: CALL a Numba-compiled function (``call_words``), COPY contiguous bytes
+    (its words the source, the destination and the byte count), CALL_C a C function
+    (``call_c_words``: BLAS), whose nonzero result ends the loop and is returned, CALL_VOID
+    a C function whose result is ignored); ``patches``: rows (word index, kind, base slot,
+    byte offset, bytes per iteration): before each call its patches set ``words[index] =
+    bases[slot'] + offset + i * step``, with ``slot'`` the slot itself (FIXED) or, for a
+    carry's pair of buffers at ``slot`` and ``slot + 1``, the one the iteration reads
+    (CURRENT) or writes (NEXT). After the loop the carries' values are in the buffers at
+    ``slot + n % 2``. Every array is int64 and C-contiguous. Returns 0."""
     n, reverse = ctl[0], ctl[1] != 0
     for it in range(n):
         i = n - 1 - it if reverse else it
@@ -430,19 +429,20 @@ _BLAS_KIND = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z
 
 
 def _blas_call(plan, a, b, out, ta, tb):
-    """``out = a @ b`` (``_Loc`` matrices, ``a``/``b`` transposed views where ``ta``/``tb``)
-    as a direct call of BLAS GEMV or GEMM: ((site kind, function name), arguments), or
-    None where ``dot_mm`` does something else (a single or no contracted element, an
-    empty result), which then stays a ``dot_mm`` call. The arguments are those NumPy's matmul passes its CBLAS interface for these
-    shapes and layouts (``numpy/_core/src/umath/matmul.c.src``: GEMV for a matrix times
-    a vector, with the transpose flag the matrix's layout sets; GEMM of the row-major
-    product as the column-major ``out.T = b.T @ a.T``), which are also those
-    ``numba.np.linalg.call_xxgemv``/``call_xxgemm`` pass Numba's wrappers; the function
-    is NumPy's library's (``numba_backend.numpy_blas``), or Numba's wrapper where that
-    is not found. No compiled ``dot_mm`` is needed for the common products (0.15-0.25 s
-    of a worker's compile per dtype and layouts). Not as NumPy: a 1 x 1 result (GEMM
-    here, NumPy's dot there) and ``x @ x.T`` of one operand (GEMM here, SYRK there) may
-    differ from the NumPy tier in their last bits."""
+    """``out = a @ b`` (``_Loc`` matrices, ``a``/``b`` transposed views where ``ta``/``tb``) as
+    a direct call of BLAS GEMV or GEMM: ((site kind, function name), arguments), or None
+    where ``dot_mm`` does something else (a single or no contracted element, an empty
+    result), which then stays a ``dot_mm`` call. The arguments are those NumPy's matmul
+    passes its CBLAS interface for these shapes and layouts
+    (``numpy/_core/src/umath/matmul.c.src``: GEMV for a matrix times a vector, with the
+    transpose flag the matrix's layout sets; GEMM of the row-major product as the
+    column-major ``out.T = b.T @ a.T``), which are also those
+    ``numba.np.linalg.call_xxgemv``/``call_xxgemm`` pass Numba's wrappers; the function is
+    NumPy's library's (``numba_backend.numpy_blas``), or Numba's wrapper where that is not
+    found. No compiled ``dot_mm`` is needed for the common products (0.15-0.25 s of a
+    worker's compile per dtype and layouts). Not as NumPy: a 1 x 1 result (GEMM here,
+    NumPy's dot there) and ``x @ x.T`` of one operand (GEMM here, SYRK there) may differ
+    from the NumPy tier in their last bits."""
     (m, k), n = a.shape, b.shape[1]
     kind = _BLAS_KIND.get(out.dtype.name)
     if kind is None or k <= 1 or m == 0 or n == 0:
