@@ -638,10 +638,9 @@ def _int_div(x, y):
 
 
 def _div_impl(x, y):
-    with np.errstate(all="ignore"):
-        if dtypes.is_integer(x.dtype):
-            return _int_div(x, y)
-        return np.true_divide(x, y).astype(x.dtype, copy=False)
+    if dtypes.is_integer(x.dtype):
+        return _int_div(x, y)
+    return np.true_divide(x, y).astype(x.dtype, copy=False)
 
 
 def div(x, y):
@@ -651,7 +650,7 @@ def div(x, y):
     return _bind_binary(div_p, x, y)
 
 
-div_p = standard_naryop("div", _div_impl, _num)
+div_p = standard_naryop("div", np_errstate(_div_impl), _num)
 defjvp(div_p, lambda g, x, y: safe_div(g, y),
        lambda g, x, y: safe_mul(neg(g), div(x, mul(y, y))))
 
@@ -818,10 +817,11 @@ def _complex_pick(x, y, cmp):
 
 
 def _max_impl(x, y):
-    if dtypes.is_complex(np.result_type(x)):
+    if np.result_type(x).kind == "c":
         return _complex_pick(x, y, np.greater)
     out = np.maximum(x, y)
-    if not dtypes.is_floating(out.dtype):
+    k = out.dtype.kind
+    if k != "f" and (k in "biu" or not dtypes.is_floating(out.dtype)):
         return out
     # XLA's Max on floats, bit for bit as XLA:CPU computes it (JAX): a NaN x is returned
     # as it is; otherwise the larger operand, and on a tie or a NaN y, y with the sign
@@ -836,10 +836,11 @@ def _max_impl(x, y):
 
 
 def _min_impl(x, y):
-    if dtypes.is_complex(np.result_type(x)):
+    if np.result_type(x).kind == "c":
         return _complex_pick(x, y, np.less)
     out = np.minimum(x, y)
-    if not dtypes.is_floating(out.dtype):
+    k = out.dtype.kind
+    if k != "f" and (k in "biu" or not dtypes.is_floating(out.dtype)):
         return out
     # XLA's Min: as _max_impl with the sign bits or-ed on ties and a NaN y:
     # min(+0.0, -0.0) == -0.0, min(-1.0, +NaN) == -NaN. np.minimum's zero or NaN result

@@ -184,9 +184,9 @@ def reshape(operand, new_sizes, dimensions=None):
 
 
 def _reshape_abstract_eval(x, *, new_sizes, dimensions):
-    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+    if math.prod(new_sizes) != x.size:
         raise TypeError(f"reshape: cannot reshape {x.str_short()} (size {x.size}) to shape "
-                        f"{new_sizes} (size {int(np.prod(new_sizes, dtype=np.int64))})")
+                        f"{new_sizes} (size {math.prod(new_sizes)})")
     return ShapedArray(new_sizes, x.dtype, x.weak_type)
 
 

@@ -3,6 +3,7 @@ and the ``standard_unop`` / ``standard_naryop`` constructors (JAX's ``unop``/``n
 that create an element-wise primitive with its abstract eval, impl and batching rule."""
 from __future__ import annotations
 
+import math
 import operator
 from typing import Callable
 
@@ -101,10 +102,12 @@ _weak_scalars: dict = {}
 
 def _weak_scalar(fname, a, dt):
     """Python scalar ``a`` as a weakly typed Array of ``dt`` (made once per type, value and
-    dtype: the eager path meets the same constants again and again; zeros are made anew,
-    as -0.0 == 0.0 would share a key, and NaNs, which equal no key)."""
-    key = (type(a), a, dt)
-    cache = a and a == a      # (not zeros, not NaNs: those never find their key)
+    dtype: the eager path meets the same constants again and again, ``maximum(x, 0.0)``
+    above all; a float zero's key has its sign, as -0.0 == 0.0; complex zeros and NaNs,
+    which equal no key, are made anew)."""
+    ta = type(a)
+    key = (ta, a, dt, math.copysign(1.0, a)) if ta is float and not a else (ta, a, dt)
+    cache = a == a and (a or ta is not complex)
     hit = _weak_scalars.get(key) if cache else None
     if hit is not None:
         return hit
@@ -122,34 +125,38 @@ def _weak_scalar(fname, a, dt):
     return out
 
 
-def eager_binary(p: Primitive, fname: str, x, y):
+def eager_binary(p: Primitive, fname: str, x, y, kinds: str = "fciu",
+                 plans: dict | None = None):
     """``p.bind(*promote_weak_scalars(fname, x, y))`` for the eager hot path, or None where
     it does not apply (the caller then takes the general path, with the same result).
 
     It applies to a concrete Array of a float or complex dtype with a Python float or int
     (``x * 2.0``; such a scalar takes the array's dtype, weakly), or two concrete Arrays
-    of one aval (``x + y``), with no transformation active: then nothing needs promoting,
-    broadcasting or a trace, and the primitive's impl runs at once, through the memoised
-    plan (result aval and impl) that ``core.eval_primitive`` uses, without its loops over
-    operands and results."""
+    of one aval (``x + y``), where the dtype's kind is in ``kinds``, with no transformation
+    active: then nothing needs promoting, broadcasting or a trace, and the primitive's
+    impl runs at once, through the memoised plan (result aval and impl) that
+    ``core.eval_primitive`` uses, without its loops over operands and results. With
+    ``plans`` (an ``eager_binary_op``'s), the plan is remembered there for the operands'
+    avals."""
     if core._dynamic_trace.level:
         return None
+    x0, y0 = x, y
     tx, ty = type(x), type(y)
     if tx is Array:
         if ty is Array:
             ax, ay = x._aval or x.aval, y._aval or y.aval
-            if ax != ay or ax.dtype.kind not in "fciu":
+            if ax != ay or ax.dtype.kind not in kinds:
                 return None
         elif ty is float or (ty is int and -2 ** 63 <= y < 2 ** 63):
             dt = (x._aval or x.aval).dtype
-            if dt.kind not in "fc":
+            if dt.kind not in "fc" or dt.kind not in kinds:
                 return None
             y = _weak_scalar(fname, y, dt)
         else:
             return None
     elif ty is Array and (tx is float or (tx is int and -2 ** 63 <= x < 2 ** 63)):
         dt = (y._aval or y.aval).dtype
-        if dt.kind not in "fc":
+        if dt.kind not in "fc" or dt.kind not in kinds:
             return None
         x = _weak_scalar(fname, x, dt)
     else:
@@ -158,14 +165,162 @@ def eager_binary(p: Primitive, fname: str, x, y):
     key = (p, ax, ay)
     (out_aval,), fn, quiet = (core._eval_plans.get(key)
                               or core.eval_plan(key, p, [ax, ay], {}))
-    if not quiet or type(out_aval) is not ShapedArray:
+    if type(out_aval) is not ShapedArray:
         return core.eval_primitive(p, (x, y), {})[0]
+    if plans is not None:
+        _remember_fast_plan(plans, x0, y0, fn, out_aval, quiet)
+    if not quiet:       # (an impl that needs no error state, or sets its own)
+        return core.impl_result(p, fn(x._value, y._value), out_aval)
     token = _extobj_contextvar.set(_ignoring_state())
     try:
         o = fn(x._value, y._value)
     finally:
         _extobj_contextvar.reset(token)
     return core.impl_result(p, o, out_aval)
+
+
+# An eager_binary_op's plans: {(key of x, key of y): (the function to call, the result's
+# aval, its dtype, whether to call it with floating-point errors ignored, the operands'
+# avals)}. An Array's key is the id of its aval, kept alive by the entry (so the id cannot
+# name another aval meanwhile); a Python float's key is ``float``. Filled by
+# ``eager_binary``, read by the op.
+
+# Python floats go to a ufunc as they are only where NumPy gives them the array's dtype
+# (NEP 50), as the weak-typed scalar does.
+_FLOATS_AS_WEAK = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
+
+
+def _fast_key(v):
+    return float if type(v) is float else id(v._aval)
+
+
+def _remember_fast_plan(plans, x, y, fn, out_aval, quiet):
+    tx, ty = type(x), type(y)
+    if not (tx is Array or tx is float) or not (ty is Array or ty is float):
+        return      # (an int scalar: its weak Array is made per value, by _weak_scalar)
+    if (tx is float or ty is float) and not (_FLOATS_AS_WEAK and isinstance(fn, np.ufunc)):
+        fn = _float_as_0d(fn, tx is float, (y if tx is float else x).dtype)
+        quiet = True        # (the conversion rounds 1e40 to inf without a warning)
+    if len(plans) >= 1024:
+        plans.clear()
+    plans[(_fast_key(x), _fast_key(y))] = (fn, out_aval, out_aval.dtype, quiet,
+                                           getattr(x, "_aval", None), getattr(y, "_aval", None))
+
+
+def _float_as_0d(fn, first: bool, dt):
+    """``fn`` taking the Python float operand as the 0-d array of ``dt`` that
+    ``_weak_scalar`` makes of it (``dtypes.scalar_to_dtype``: the float rounded to
+    ``dt``), for impls other than NumPy's ufuncs (``maximum``'s)."""
+    if first:
+        return lambda a, b: fn(np.asarray(a, dt), b)
+    return lambda a, b: fn(a, np.asarray(b, dt))
+
+
+def eager_binary_op(p: Primitive, fname: str, general: Callable, kinds: str = "fciu",
+                    swap: bool = False) -> Callable:
+    """``general`` (a binary function: a jax.numpy ufunc or an Array operator, which is
+    ``p.bind(*promote_weak_scalars(fname, x, y))`` wherever ``eager_binary(..., kinds)``
+    applies) with the eager fast path in front. Two concrete Arrays, or a concrete Array
+    and a Python float, with no transformation active, go to ``eager_binary`` the first
+    time their avals meet, which remembers the plan in this op's own table; the next
+    time the remembered impl runs at once under one error-state switch. The result is
+    the general path's (the same impl, the same aval); anything else -- another operand
+    type, an active trace, an impl result of another type or dtype -- takes
+    ``general``. ``swap``: the function computes ``p(y, x)`` (a reflected operator,
+    ``__radd__``)."""
+    plans: dict = {}
+    get = plans.get
+    ndarray, new_array = np.ndarray, core._new_array
+    cv = _extobj_contextvar
+    qc = core._quiet
+
+    def op(x, y, /):
+        if swap:
+            x, y = y, x
+        if type(x) is Array:
+            if type(y) is Array:
+                plan = get((id(x._aval), id(y._aval)))
+                vy = y._value
+            elif type(y) is float:
+                plan = get((id(x._aval), float))
+                vy = y
+            else:
+                plan = None
+            vx = x._value
+        elif type(y) is Array and type(x) is float:
+            plan = get((float, id(y._aval)))
+            vx, vy = x, y._value
+        else:
+            plan = None
+        if plan is not None and not core._dynamic_trace.level:
+            fn, out_aval, dt = plan[0], plan[1], plan[2]
+            if plan[3]:
+                token = cv.set(qc[1] if cv.get() is qc[0] else core.ignoring_fp_errors())
+                try:
+                    o = fn(vx, vy)
+                finally:
+                    cv.reset(token)
+            else:
+                o = fn(vx, vy)
+            if type(o) is ndarray and o.dtype is dt:
+                return new_array(o, out_aval)
+            return core.impl_result(p, o, out_aval)
+        out = eager_binary(p, fname, x, y, kinds, plans)
+        if out is not None:
+            return out
+        return general(y, x) if swap else general(x, y)
+
+    op.__name__ = getattr(general, "__name__", p.name)
+    op.__doc__ = general.__doc__
+    op.eager_plans = plans           # (tests drop them)
+    op.__wrapped_general__ = general
+    return op
+
+
+def eager_unary_op(p: Primitive, general: Callable, kinds: str) -> Callable:
+    """``general`` (a jax.numpy function of one operand that is ``p.bind(x)`` for an
+    Array ``x`` whose dtype's kind is in ``kinds``: no promotion, no params) with the
+    eager fast path in front: a concrete Array with no transformation active runs the
+    impl of ``core.eval_plan`` at once under one error-state switch, remembered per aval
+    object (as ``eager_binary_op``). Anything else takes ``general``."""
+    plans: dict = {}
+    ndarray, new_array = np.ndarray, core._new_array
+    cv = _extobj_contextvar
+    qc = core._quiet
+
+    def op(x, /):
+        if type(x) is not Array or core._dynamic_trace.level:
+            return general(x)
+        plan = plans.get(id(x._aval))
+        if plan is None:
+            ax = x.aval
+            if ax.dtype.kind not in kinds:
+                return general(x)
+            key = (p, ax)
+            (out_aval,), fn, quiet = (core._eval_plans.get(key)
+                                      or core.eval_plan(key, p, [ax], {}))
+            if type(out_aval) is not ShapedArray:
+                return general(x)
+            if len(plans) >= 1024:
+                plans.clear()
+            plan = plans[id(ax)] = (fn, out_aval, out_aval.dtype, quiet, ax)
+        fn, out_aval, dt = plan[0], plan[1], plan[2]
+        if plan[3]:
+            token = cv.set(qc[1] if cv.get() is qc[0] else core.ignoring_fp_errors())
+            try:
+                o = fn(x._value)
+            finally:
+                cv.reset(token)
+        else:
+            o = fn(x._value)
+        if type(o) is ndarray and o.dtype is dt:
+            return new_array(o, out_aval)
+        return core.impl_result(p, o, out_aval)
+
+    op.__name__ = getattr(general, "__name__", p.name)
+    op.__doc__ = general.__doc__
+    op.__wrapped_general__ = general      # (tests compare the two)
+    return op
 
 
 def eager_unary(p: Primitive, x, params: dict):

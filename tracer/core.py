@@ -13,6 +13,7 @@ array operations (``+``, ``sum``, ``reshape``...) are attached once, for both cl
 """
 from __future__ import annotations
 
+import math
 import operator
 from contextlib import contextmanager
 from typing import Callable
@@ -62,7 +63,7 @@ class ShapedArray(AbstractValue):
         self._hash = None
 
     ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    size = property(lambda self: int(math.prod(self.shape)))
 
     def update(self, shape=None, dtype=None, weak_type=None) -> "ShapedArray":
         return ShapedArray(self.shape if shape is None else shape,
@@ -148,7 +149,7 @@ class ShapeDtypeStruct:
         self.weak_type = weak_type
 
     ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    size = property(lambda self: int(math.prod(self.shape)))
 
     @property
     def aval(self):
@@ -824,7 +825,7 @@ def _new_array(value: np.ndarray, aval: ShapedArray) -> "Array":
     """An Array around a fresh impl result whose aval is already known."""
     # A fresh result (impls get read-only operands); setflags costs less than reading
     # .flags first, and clearing the flag of an array that has it cleared is harmless.
-    value.setflags(write=False)
+    value.setflags(False)        # (write=False; the keyword costs twice as much)
     a = Array.__new__(Array)
     a._value = value
     a._weak_type = aval.weak_type

@@ -197,6 +197,28 @@ def is_lowp_int(dtype) -> bool:
     return dt in _LOWP_SINT or dt in _LOWP_UINT
 
 
+def _memoised(pred):
+    """``pred`` (a test on a dtype) answered once per argument: the tests run on every
+    eager operation, and NumPy's ``issubdtype`` costs more than a small ufunc call. The
+    answers never change (an ml_dtypes dtype exists only once ml_dtypes is loaded, and
+    ``_as_dtype`` loads our view of it first)."""
+    memo: dict = {}
+
+    def f(dtype) -> bool:
+        try:
+            return memo[dtype]
+        except KeyError:
+            out = memo[dtype] = pred(dtype)
+            if len(memo) > 512:
+                memo.clear()
+            return out
+        except TypeError:    # (unhashable: the test's own answer or error)
+            return pred(dtype)
+    f.__name__, f.__doc__, f.__wrapped__ = pred.__name__, pred.__doc__, pred
+    return f
+
+
+@_memoised
 def is_integer(dtype) -> bool:
     dt = _as_dtype(dtype)
     if dt is not None and (dt in _LOWP_SINT or dt in _LOWP_UINT):
@@ -204,23 +226,27 @@ def is_integer(dtype) -> bool:
     return dt not in _LOWP and np.issubdtype(dtype, np.integer)
 
 
+@_memoised
 def is_signed_integer(dtype) -> bool:
     dt = _as_dtype(dtype)
     return dt in _LOWP_SINT or (dt not in _LOWP and np.issubdtype(dtype, np.signedinteger))
 
 
+@_memoised
 def is_unsigned_integer(dtype) -> bool:
     dt = _as_dtype(dtype)
     return dt in _LOWP_UINT or (dt not in _LOWP and
                                 np.issubdtype(dtype, np.unsignedinteger))
 
 
+@_memoised
 def is_floating(dtype) -> bool:
     dt = _as_dtype(dtype)
     # (float8_e5m2's kind is "f", but NumPy's issubdtype still says no)
     return dt in _LOWP_FLOAT or (dt not in _LOWP and np.issubdtype(dtype, np.floating))
 
 
+@_memoised
 def is_complex(dtype) -> bool:
     return _as_dtype(dtype) not in _LOWP and np.issubdtype(dtype, np.complexfloating)
 

@@ -65,12 +65,24 @@ def _outcome(f, *args):
         return None, (type(e), str(e))
 
 
+def _outcome_twice(f, *args):
+    """``_outcome`` of the second call, after checking it equals the first's: the first
+    meeting of an aval pair takes ``eager_binary`` and remembers its plan; the second
+    runs the remembered plan (``eager_binary_op``)."""
+    first, first_err = _outcome(f, *args)
+    got, err = _outcome(f, *args)
+    assert err == first_err
+    if got is not None:
+        _same(got, first)
+    return got, err
+
+
 @pytest.mark.parametrize("name", sorted(_FAST))
 def test_array_and_python_scalar_as_the_general_path(name):
     fast, general = getattr(jnp, name), _GENERAL[name]
     for x, s in itertools.product(list(_arrays()), _SCALARS):
         for args in ((x, s), (s, x)):
-            got, err = _outcome(fast, *args)
+            got, err = _outcome_twice(fast, *args)
             want, want_err = _outcome(general, *args)
             assert err == want_err, (name, args)
             if got is not None:
@@ -83,7 +95,7 @@ def test_two_arrays_as_the_general_path(name):
     arrays = list(_arrays())
     for x in arrays:
         for y in (x, jnp.asarray(np.flip(np.asarray(x)).copy()), jnp.asarray(np.asarray(x))):
-            got, err = _outcome(fast, x, y)
+            got, err = _outcome_twice(fast, x, y)
             want, want_err = _outcome(general, x, y)
             assert err == want_err, (name, x, y)
             if got is not None:
@@ -100,6 +112,64 @@ def test_operators_take_it_and_keep_their_semantics():
     assert (2.0 - x).dtype == np.float32
     with pytest.raises(TypeError, match="integer array"):
         lax_ew.add(jnp.asarray(np.int32(3)), 1.5)
+
+
+@pytest.mark.parametrize("op,name", [(lambda a, b: a + b, "add"),
+                                     (lambda a, b: a - b, "subtract"),
+                                     (lambda a, b: a * b, "multiply")])
+def test_operators_and_reflected_operators_as_the_general_path(op, name):
+    """``x + y``, ``2.0 - x``, ``x * 1.5``: the operators carry the remembered plans too
+    (the reflected ones with the operands swapped back); met twice, equal to the ufunc's
+    general path bit for bit, weak types included."""
+    general = _GENERAL[name]
+    arrays = [a for a in _arrays() if a.dtype != np.bool_]
+    for x in arrays:
+        for y in [x, jnp.asarray(np.flip(np.asarray(x)).copy()), *_SCALARS]:
+            for args in ((x, y), (y, x)):
+                got, err = _outcome_twice(op, *args)
+                want, want_err = _outcome(general, *args)
+                assert err == want_err, (name, args)
+                if got is not None:
+                    _same(got, want)
+
+
+_UNARY = ["exp", "exp2", "log", "log1p", "sqrt", "sin", "cos", "tan", "tanh", "negative"]
+
+
+@pytest.mark.parametrize("name", _UNARY)
+def test_unary_ufuncs_as_the_general_path(name):
+    """``jnp.sin(x)``, ``-x``...: the remembered plan of ``eager_unary_op`` gives the
+    general path's result (``lax.<op>`` after NumPy's promotion) bit for bit, dtype and
+    weak type included, met once and twice; bool's error for ``negative`` stays."""
+    fast = getattr(jnp, name)
+    general = fast.__wrapped_general__
+    for x in _arrays():
+        got, err = _outcome_twice(fast, x)
+        want, want_err = _outcome(general, x)
+        assert err == want_err, (name, x)
+        if got is not None:
+            _same(got, want)
+    if name == "negative":
+        x = jnp.asarray(np.array([1.0, -0.0], np.float32))
+        _same(-x, general(x))
+        _same(-(-x), x)
+
+
+def test_remembered_plans_follow_the_aval_not_its_address():
+    """Plans are keyed by the operands' aval objects, held by the plan: arrays of other
+    avals (shape, dtype, weak type) never take a plan made for another, also after the
+    plans are dropped and new avals are made."""
+    for _ in range(3):
+        a = jnp.asarray(np.array([1.0, 2.0], np.float32))
+        b = jnp.asarray(np.array([1.0, 2.0, 3.0], np.float64))
+        w = jnp.asarray(2.0)
+        for _ in range(2):
+            assert (a * 1.5).dtype == np.float32 and not (a * 1.5).aval.weak_type
+            assert (b * 1.5).dtype == np.float64 and (b * 1.5).shape == (3,)
+            assert (w * 1.5).aval.weak_type and (1.5 * w).aval.weak_type
+            assert (a + a).shape == (2,) and (b - b).shape == (3,)
+        for op in (jnp.multiply, type(a).__mul__, type(a).__rmul__, type(a).__add__):
+            op.eager_plans.clear()
 
 
 def test_staged_not_evaluated_under_tracing():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import lax
+from lax.utils import eager_binary_op
 from tracer.core import Array, Tracer, get_aval
 from tracer.numpy import creation, indexing, manipulation, reductions, ufuncs
 
@@ -24,12 +25,29 @@ def _swap(f):
     return lambda x, y: f(y, x)
 
 
+def _operator(fn, reflected=False):
+    """The Array operator of the binary function ``fn`` (``__add__``, or ``__radd__``
+    with ``reflected``): other types may take over, and where ``fn`` carries an eager
+    fast path (``ufuncs._with_eager_path``) the operator carries its own."""
+    op = _defer_to_unrecognized(_swap(fn) if reflected else fn)
+    prim = getattr(fn, "eager_primitive", None)
+    if prim is None:
+        return op
+    return eager_binary_op(prim, fn.__name__, op, fn.eager_kinds, swap=reflected)
+
+
 _binary_ops = {
     "add": ufuncs.add, "sub": ufuncs.subtract, "mul": ufuncs.multiply,
     "truediv": ufuncs.true_divide, "floordiv": ufuncs.floor_divide, "mod": ufuncs.remainder,
     "pow": ufuncs.power, "matmul": manipulation.matmul, "and": ufuncs.bitwise_and,
     "or": ufuncs.bitwise_or, "xor": ufuncs.bitwise_xor, "lshift": ufuncs.left_shift,
     "rshift": ufuncs.right_shift, "divmod": ufuncs.divmod,
+}
+
+
+_comparisons = {
+    "__eq__": ufuncs.equal, "__ne__": ufuncs.not_equal, "__lt__": ufuncs.less,
+    "__le__": ufuncs.less_equal, "__gt__": ufuncs.greater, "__ge__": ufuncs.greater_equal,
 }
 
 
@@ -106,12 +124,6 @@ _methods = {
     "__getitem__": _getitem,
     "__neg__": ufuncs.negative, "__pos__": ufuncs.positive, "__abs__": ufuncs.absolute,
     "__invert__": ufuncs.invert,
-    "__eq__": _defer_to_unrecognized(ufuncs.equal),
-    "__ne__": _defer_to_unrecognized(ufuncs.not_equal),
-    "__lt__": _defer_to_unrecognized(ufuncs.less),
-    "__le__": _defer_to_unrecognized(ufuncs.less_equal),
-    "__gt__": _defer_to_unrecognized(ufuncs.greater),
-    "__ge__": _defer_to_unrecognized(ufuncs.greater_equal),
     "astype": _astype, "reshape": _reshape, "transpose": _transpose, "ravel": _flatten,
     "flatten": _flatten, "squeeze": manipulation.squeeze, "swapaxes": manipulation.swapaxes,
     "clip": lambda self, min=None, max=None: manipulation.clip(self, min, max),
@@ -192,9 +204,13 @@ _properties = {"T": _T, "mT": _mT, "real": _real, "imag": _imag, "at": _at,
 
 def _install():
     for name, fn in _binary_ops.items():
-        for cls in (Array, Tracer):
-            setattr(cls, f"__{name}__", _defer_to_unrecognized(fn))
-            setattr(cls, f"__r{name}__", _defer_to_unrecognized(_swap(fn)))
+        setattr(Array, f"__{name}__", _operator(fn))
+        setattr(Array, f"__r{name}__", _operator(fn, reflected=True))
+        setattr(Tracer, f"__{name}__", _defer_to_unrecognized(fn))
+        setattr(Tracer, f"__r{name}__", _defer_to_unrecognized(_swap(fn)))
+    for name, fn in _comparisons.items():
+        setattr(Array, name, _operator(fn))
+        setattr(Tracer, name, _defer_to_unrecognized(fn))
     for cls in (Array, Tracer):
         for name, fn in _methods.items():
             setattr(cls, name, fn)

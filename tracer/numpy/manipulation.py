@@ -3,6 +3,7 @@ squeeze, expand_dims, broadcast_to, broadcast_arrays, concatenate, stack, where,
 matmul, dot, vdot, outer, inner, tensordot (NumPy's signatures)."""
 from __future__ import annotations
 
+import math
 import builtins
 import operator
 
@@ -34,12 +35,12 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     if shape.count(-1) > 1:
         raise ValueError("reshape: can only specify one unknown dimension (-1)")
     if -1 in shape:
-        known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        known = math.prod(s for s in shape if s != -1)
         if known == 0 or size % known:
             raise ValueError(f"cannot reshape array of size {size} into shape "
                              f"{tuple(shape)}")
         shape[shape.index(-1)] = size // known
-    if int(np.prod(shape, dtype=np.int64)) != size:
+    if math.prod(shape) != size:
         raise ValueError(f"cannot reshape array of shape {_aval(a).shape} (size {size}) into "
                          f"shape {tuple(shape)}")
     return lax.reshape(a, tuple(shape))

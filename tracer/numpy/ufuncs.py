@@ -15,7 +15,7 @@ import lax
 from lax import elementwise as lax_ew
 from tracer import dtypes
 from tracer.core import Array, Tracer, get_aval
-from lax.utils import eager_binary
+from lax.utils import eager_binary_op, eager_unary_op
 from tracer.numpy.util import (as_operand, check_arraylike, promote_args, promote_shapes,
                                promote_dtypes_numeric,
                                promote_args_inexact, promote_dtypes, promote_dtypes_inexact)
@@ -25,7 +25,7 @@ def _dt(x):
     return get_aval(x).dtype
 
 
-def _unary(lax_fn, inexact=False, name=None):
+def _unary(lax_fn, inexact=False, name=None, prim=None):
     def f(x, /):
         if isinstance(x, (Array, Tracer)) and (not inexact or x.aval.dtype.kind in "fc"):
             return lax_fn(x)      # (one operand of a float dtype: nothing to promote)
@@ -34,7 +34,8 @@ def _unary(lax_fn, inexact=False, name=None):
         return lax_fn(x)
     f.__name__ = name
     f.__doc__ = f"Element-wise ``numpy.{name}`` (lax.{lax_fn.__name__})."
-    return f
+    # (lax_fn(x) is prim.bind(x) there)
+    return f if prim is None else eager_unary_op(prim, f, "fc" if inexact else "fciu")
 
 
 def _float_and_scalar(x1, x2) -> bool:
@@ -56,17 +57,22 @@ def _float_and_scalar(x1, x2) -> bool:
 
 def _binary(lax_fn, inexact=False, name=None, scalar_fast=False, prim=None):
     def f(x1, x2, /):
-        if prim is not None:
-            out = eager_binary(prim, name, x1, x2)
-            if out is not None:
-                return out
         if scalar_fast and _float_and_scalar(x1, x2):
             return lax_fn(x1, x2)
         args = promote_args_inexact(name, x1, x2) if inexact else promote_args(name, x1, x2)
         return lax_fn(*args)
     f.__name__ = name
     f.__doc__ = f"Element-wise ``numpy.{name}`` with broadcasting (lax.{lax_fn.__name__})."
-    return f
+    if prim is None:
+        return f
+    return _with_eager_path(prim, name, f)
+
+
+def _with_eager_path(prim, name, general, kinds="fciu"):
+    fast = eager_binary_op(prim, name, general, kinds)
+    # (array_methods puts the same fast path on x + y)
+    fast.eager_primitive, fast.eager_kinds = prim, kinds
+    return fast
 
 
 def _add_or(x, y):
@@ -105,7 +111,7 @@ def _lexicographic(lax_fn):
 def _ordering(lax_fn, name, prim):
     """An order comparison: real operands take the fast paths of ``_binary``, complex
     ones ``_lexicographic``."""
-    real = _binary(lax_fn, name=name, scalar_fast=True, prim=prim)
+    real = _binary(lax_fn, name=name, scalar_fast=True)
     general = _binary(_lexicographic(lax_fn), name=name)
 
     def f(x1, x2, /):
@@ -115,7 +121,7 @@ def _ordering(lax_fn, name, prim):
     f.__name__ = name
     f.__doc__ = (f"Element-wise ``numpy.{name}`` with broadcasting (lax.{lax_fn.__name__}); "
                  "complex operands compare lexicographically on (real, imag), as in JAX.")
-    return f
+    return _with_eager_path(prim, name, f, "fiu")     # (complex: lexicographic)
 
 
 less = _ordering(lax_ew.lt, "less", lax_ew.lt_p)
@@ -213,6 +219,10 @@ def true_divide(x1, x2, /):
     """``x1 / x2`` in floating point (integers are promoted to the default float)."""
     a, b = promote_args_inexact("true_divide", x1, x2)
     return lax.div(a, b)
+
+
+# (two float or complex Arrays of one aval, or one and a Python float: lax.div as it is)
+true_divide = _with_eager_path(lax_ew.div_p, "true_divide", true_divide, "fc")
 
 
 divide = true_divide
@@ -356,6 +366,9 @@ def negative(x, /):
     return lax.neg(x)
 
 
+negative = eager_unary_op(lax_ew.neg_p, negative, "fciu")   # (bool: negative's error)
+
+
 def positive(x, /):
     """Element-wise +x, a copy of x (``numpy.positive``)."""
     (x,) = promote_dtypes(as_operand(x))
@@ -392,8 +405,8 @@ def sign(x, /):
     return lax.sign(x)
 
 
-exp = _unary(lax_ew.exp, True, "exp")
-exp2 = _unary(lax_ew.exp2, True, "exp2")
+exp = _unary(lax_ew.exp, True, "exp", lax_ew.exp_p)
+exp2 = _unary(lax_ew.exp2, True, "exp2", lax_ew.exp2_p)
 
 
 def expm1(x, /):
@@ -419,10 +432,10 @@ def expm1(x, /):
                    lax.sub(lax.exp(x), _c(x, 1)))
 
 
-log = _unary(lax_ew.log, True, "log")
-log1p = _unary(lax_ew.log1p, True, "log1p")
-sqrt = _unary(lax_ew.sqrt, True, "sqrt")
-_cbrt_any = _unary(lax_ew.cbrt, True, "cbrt")
+log = _unary(lax_ew.log, True, "log", lax_ew.log_p)
+log1p = _unary(lax_ew.log1p, True, "log1p", lax_ew.log1p_p)
+sqrt = _unary(lax_ew.sqrt, True, "sqrt", lax_ew.sqrt_p)
+_cbrt_any = _unary(lax_ew.cbrt, True, "cbrt", lax_ew.cbrt_p)
 
 
 def cbrt(x, /):
@@ -435,10 +448,10 @@ def cbrt(x, /):
                         "as in numpy.cbrt and jax.numpy.cbrt; lax.cbrt gives the principal "
                         "complex cube root")
     return _cbrt_any(x)
-sin = _unary(lax_ew.sin, True, "sin")
-cos = _unary(lax_ew.cos, True, "cos")
-tan = _unary(lax_ew.tan, True, "tan")
-tanh = _unary(lax_ew.tanh, True, "tanh")
+sin = _unary(lax_ew.sin, True, "sin", lax_ew.sin_p)
+cos = _unary(lax_ew.cos, True, "cos", lax_ew.cos_p)
+tan = _unary(lax_ew.tan, True, "tan", lax_ew.tan_p)
+tanh = _unary(lax_ew.tanh, True, "tanh", lax_ew.tanh_p)
 
 
 def log2(x, /):
