@@ -329,3 +329,35 @@ def test_eager_reductions_leave_transformations_alone():
     assert "reduce_sum" in str(jaxpr)
     with pytest.raises(ValueError, match="zero-size array to reduction operation max"):
         jnp.max(jnp.zeros((0, 2)))
+
+
+def test_eager_matmul_equals_the_general_path(monkeypatch):
+    """``W @ h`` of concrete Arrays (1-D and 2-D, one float or complex dtype) runs the
+    general path's impls at once (``manipulation._eager_matmul``): the same bits, dtype,
+    shape and weak type as the traced route, also for transposed and strided operands,
+    empty and size-1 dimensions, inf and NaN; a shape mismatch keeps the general error."""
+    from tracer.numpy import manipulation
+    rng = np.random.default_rng(0)
+    shapes = [((3, 4), (4, 5)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)),
+              ((0, 4), (4, 2)), ((3, 0), (0, 2)), ((1, 1), (1, 1)), ((1,), (1,)),
+              ((2, 7), (7, 0))]
+    cases = []
+    for dt in ("float32", "float64", "complex64", "complex128"):
+        for sa, sb in shapes:
+            a = rng.normal(size=sa).astype(dt)
+            b = rng.normal(size=sb).astype(dt)
+            if a.size > 2:
+                a.reshape(-1)[:2] = [np.inf, np.nan]
+            cases.append((jnp.asarray(a), jnp.asarray(b)))
+        w = jnp.asarray(rng.normal(size=(5, 6)).astype(dt))
+        cases += [(w.T, w[:, 1]), (w[:, 2], w), (w, w.T)]
+    cases.append((jnp.asarray(2.0) * jnp.ones(3), jnp.ones(3)))       # weak: general
+    got = [_outcome_twice(lambda a, b: a @ b, a, b) for a, b in cases]
+    monkeypatch.setattr(manipulation, "_eager_matmul", lambda a, b: None)
+    for (a, b), (g, err) in zip(cases, got):
+        want, want_err = _outcome(lambda a, b: a @ b, a, b)
+        assert err == want_err
+        if g is not None:
+            _same(g, want)
+    with pytest.raises(ValueError, match="matmul"):
+        jnp.ones((2, 3)) @ jnp.ones((2, 3))
