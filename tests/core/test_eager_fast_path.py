@@ -361,3 +361,14 @@ def test_eager_matmul_equals_the_general_path(monkeypatch):
             _same(g, want)
     with pytest.raises(ValueError, match="matmul"):
         jnp.ones((2, 3)) @ jnp.ones((2, 3))
+
+
+@pytest.mark.parametrize("sa,sb", [((2, 3), (2,)), ((3,), (2, 4)), ((5, 2, 3), (4, 1))])
+def test_matmul_mismatch_names_the_shapes_given(sa, sb):
+    """The error names the operands' shapes as given (not the matrices a 1-D operand
+    becomes inside), eagerly and under jit."""
+    want = rf"shapes \({sa[0]},.*\) and \({sb[0]},"
+    with pytest.raises(ValueError, match=want):
+        jnp.ones(sa) @ jnp.ones(sb)
+    with pytest.raises(ValueError, match=want):
+        tracer.jit(lambda a, b: a @ b)(np.ones(sa, np.float32), np.ones(sb, np.float32))

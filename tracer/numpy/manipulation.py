@@ -377,15 +377,15 @@ def matmul(a, b, /, *, precision=None, preferred_element_type=None):
         raise ValueError(f"matmul: input operands must not be scalars, got shapes {sa} and "
                          f"{sb}")
     a_vec, b_vec = len(sa) == 1, len(sb) == 1
+    if sa[-1] != sb[0 if b_vec else -2]:
+        raise ValueError(f"matmul: input operand 1 has a mismatch in its core dimension 0 "
+                         f"(size {sb[0 if b_vec else -2]} is different from {sa[-1]}); "
+                         f"shapes {sa} and {sb}")
     if a_vec:
         a = lax.reshape(a, (1,) + sa)
     if b_vec:
         b = lax.reshape(b, sb + (1,))
     sa, sb = _aval(a).shape, _aval(b).shape
-    if sa[-1] != sb[-2]:
-        raise ValueError(f"matmul: input operand 1 has a mismatch in its core dimension 0 "
-                         f"(size {sb[-2]} is different from {sa[-1]}); shapes "
-                         f"{_aval(a).shape} and {_aval(b).shape}")
     batch = broadcast_shapes(sa[:-2], sb[:-2], fname="matmul")
     nb = len(batch)
     # Unbroadcast batch dims that are absent: keep them as free dims when possible.
