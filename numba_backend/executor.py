@@ -103,7 +103,11 @@ def _flags() -> str:
 
 def _prep(a) -> np.ndarray:
     """A read-only, C-contiguous array (a view when ``a`` already is contiguous)."""
-    if isinstance(a, Token):  # ordering tokens pass through host steps as they are
+    if type(a) is np.ndarray:       # (an Array's value: already both, most often)
+        f = a.flags
+        if f.c_contiguous and not f.writeable:
+            return a
+    elif isinstance(a, Token):  # ordering tokens pass through host steps as they are
         return a
     a = np.asarray(a)
     if not a.flags.c_contiguous:

@@ -77,8 +77,8 @@ def _flatten_args(fname, args, kwargs=None, positions=None):
     # on every jit call's path).
     leaves, treedef = tree_flatten(tree)
     for x in leaves:
-        if not isinstance(x, (Tracer, Array, np.ndarray, np.generic, bool, int, float,
-                              complex)):
+        if type(x) not in _PLAIN_LEAVES and not isinstance(
+                x, (Tracer, Array, np.ndarray, np.generic, bool, int, float, complex)):
             pairs, treedef = tree_flatten_with_path(tree)
             return [_check_arg(x, fname, _arg_path(path, positions))
                     for path, x in pairs], treedef
@@ -1266,7 +1266,7 @@ class JitWrapped:
         if not kwargs and not snums and len(leaves) == nargs and \
                 all(type(a) in _PLAIN_LEAVES for a in args):
             self._flat_trees[nargs] = in_tree
-        avals = tuple(get_aval(x) for x in leaves)
+        avals = tuple(x.aval if type(x) is Array else get_aval(x) for x in leaves)
         key = (in_tree, avals, static_pos, static_kw, nargs, config.enable_x64)
         return key, leaves, in_tree, snums, static_pos, static_kw, nargs
 
@@ -1324,8 +1324,9 @@ class JitWrapped:
             global _jit_backend
             if _jit_backend is None:    # (an import statement per call costs more)
                 from tracer import _jit_backend
-            outs = _jit_backend.run_arrays(traced.jaxpr, [to_numpy(x) for x in leaves],
-                                           self.__name__)
+            outs = _jit_backend.run_arrays(
+                traced.jaxpr, [x._value if type(x) is Array else to_numpy(x) for x in leaves],
+                self.__name__)
         else:
             outs = jit_p.bind(*traced.hoisted_consts, *leaves, jaxpr=traced.jaxpr,
                               name=self.__name__)

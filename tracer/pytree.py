@@ -19,6 +19,9 @@ class _NodeType(NamedTuple):
 
 
 _registry: dict[type, _NodeType] = {}
+# Types met as leaves (whether a type is a namedtuple, and so a node, depends on the type
+# only); registering a type takes it out.
+_leaf_types: set = set()
 
 
 def register_pytree_node(nodetype, flatten_func, unflatten_func, flatten_with_keys_func=None):
@@ -30,8 +33,13 @@ def register_pytree_node(nodetype, flatten_func, unflatten_func, flatten_with_ke
     keys = None
     if flatten_with_keys_func is not None:
         keys = lambda node, aux: [k for k, _ in flatten_with_keys_func(node)[0]]
-    _registry[nodetype] = _NodeType(flatten_func, unflatten_func, keys)
+    _register(nodetype, _NodeType(flatten_func, unflatten_func, keys))
     return nodetype
+
+
+def _register(nodetype, node_type: _NodeType) -> None:
+    _registry[nodetype] = node_type
+    _leaf_types.discard(nodetype)       # (a leaf until now)
 
 
 def register_pytree_node_class(cls):
@@ -60,8 +68,8 @@ def register_dataclass(nodetype=None, data_fields=None, meta_fields=None):
     def unflatten(aux, children):
         return nodetype(**dict(zip(data_fields, children)), **dict(zip(meta_fields, aux)))
 
-    _registry[nodetype] = _NodeType(flatten, unflatten,
-                                    lambda x, aux: [GetAttrKey(n) for n in data_fields])
+    _register(nodetype, _NodeType(flatten, unflatten,
+                                  lambda x, aux: [GetAttrKey(n) for n in data_fields]))
     return nodetype
 
 
@@ -223,6 +231,28 @@ def tree_flatten(tree, is_leaf: Callable | None = None):
     return leaves, treedef
 
 
+# Treedefs made by flattening, one per structure: {(node type, aux data, *children):
+# PyTreeDef}, for nodes with no aux data or string keys (lists, tuples, dicts). A jit call flattens its arguments every time; a treedef met before comes
+# back with its hash computed and compares by identity, where a new one would hash and
+# compare its whole tree (16 nodes of an MLP's params and Adam state: about 20 us a call).
+# Bounded: once cleared, new treedefs are made again (equal to the old ones, as before).
+_interned: dict = {}
+
+
+def _treedef(t, aux, children):
+    if aux is not None and not (type(aux) is tuple and all(type(k) is str for k in aux)):
+        # (other aux data may be equal but not the same: {1: x} and {1.0: x} must keep
+        # their own keys)
+        return PyTreeDef(t, aux, children)
+    key = (t, aux, *children)
+    hit = _interned.get(key)
+    if hit is None:
+        if len(_interned) >= 50_000:
+            _interned.clear()
+        hit = _interned[key] = PyTreeDef(t, aux, children)
+    return hit
+
+
 def _flatten(x, is_leaf, leaves):
     # (on every jit call's path: the common containers and leaves take the fewest calls)
     if is_leaf is not None and is_leaf(x):
@@ -231,14 +261,31 @@ def _flatten(x, is_leaf, leaves):
     t = type(x)
     nt = _registry.get(t)
     if nt is None:
-        t, nt = _node_type(x)       # a namedtuple, or a leaf
+        if t in _leaf_types:
+            leaves.append(x)
+            return _LEAF
+        nt = _node_type(x)[1]       # a namedtuple, or a leaf
         if nt is None:
+            _leaf_types.add(t)
             leaves.append(x)
             return _LEAF
     elif nt is _TUPLE_NODE or nt is _LIST_NODE:
-        return PyTreeDef(t, None, [_flatten(c, is_leaf, leaves) for c in x])
+        return _treedef(t, None, _flatten_children(x, is_leaf, leaves))
     children, aux = nt.to_iterable(x)
-    return PyTreeDef(t, aux, [_flatten(c, is_leaf, leaves) for c in children])
+    return _treedef(t, aux, _flatten_children(children, is_leaf, leaves))
+
+
+def _flatten_children(children, is_leaf, leaves):
+    # (children of a leaf type are appended here, without a call each: is_leaf cannot
+    # change what a leaf flattens to)
+    kids = []
+    for c in children:
+        if type(c) in _leaf_types:
+            leaves.append(c)
+            kids.append(_LEAF)
+        else:
+            kids.append(_flatten(c, is_leaf, leaves))
+    return kids
 
 
 def tree_unflatten(treedef: PyTreeDef, leaves):

@@ -192,3 +192,28 @@ def test_pytrees_through_transformations():
     assert set(out) == {"y"} and out["y"].shape == (4,)
     closed = tracer.make_jaxpr(loss)(params, x)
     assert len(closed.jaxpr.invars) == len(tu.tree_leaves((params, x)))
+
+
+def test_flattening_shares_treedefs_and_keeps_keys_and_leaf_types_right():
+    """A structure flattened again gives the same treedef object (jit's calls hash and
+    compare it at once), without mixing up equal keys of other types; a type flattened
+    as a leaf becomes a node once registered; is_leaf still stops the descent."""
+    tree = {"w": [np.ones(2), (1.0, 2)], "b": None}
+    t1, t2 = tu.tree_structure(tree), tu.tree_structure(dict(tree))
+    assert t1 is t2 and hash(t1) == hash(t2)
+    assert tu.tree_structure({"w": [1, (1, 2, 3)], "b": None}) != t1
+    assert tu.tree_unflatten(tu.tree_structure({1.0: 0}), [5]) == {1.0: 5}
+    assert list(tu.tree_unflatten(tu.tree_structure({1: 0}), [5])) == [1]
+    assert type(list(tu.tree_unflatten(tu.tree_structure({True: 0}), [5]))[0]) is bool
+
+    class Pair:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+
+    p = Pair(1.0, 2.0)
+    assert tu.tree_leaves([p, p]) == [p, p]          # a leaf type, met twice
+    tu.register_pytree_node(Pair, lambda q: ([q.a, q.b], None), lambda _, c: Pair(*c))
+    assert tu.tree_leaves([p, p]) == [1.0, 2.0, 1.0, 2.0]
+    assert tu.tree_leaves([p, (3.0,)], is_leaf=lambda x: isinstance(x, Pair)) == [p, 3.0]
+    Point = collections.namedtuple("Point", "x y")
+    assert tu.tree_leaves([Point(1, 2), Point(3, 4)]) == [1, 2, 3, 4]
