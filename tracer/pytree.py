@@ -161,7 +161,7 @@ def _keys_for(x, node_type, aux, n):
 class PyTreeDef:
     """The structure of a pytree: a node type, its aux data and child treedefs (None: leaf)."""
 
-    __slots__ = ("node_type", "node_data", "children", "num_leaves", "_hash")
+    __slots__ = ("node_type", "node_data", "children", "num_leaves", "_hash", "shared")
 
     def __init__(self, node_type, node_data, children):
         self.node_type = node_type
@@ -175,6 +175,7 @@ class PyTreeDef:
                 n += c.num_leaves
             self.num_leaves = n
         self._hash = None
+        self.shared = False      # (one of _interned's, or the leaf)
 
     @property
     def num_nodes(self):
@@ -231,12 +232,17 @@ def tree_flatten(tree, is_leaf: Callable | None = None):
     return leaves, treedef
 
 
-# Treedefs made by flattening, one per structure: {(node type, aux data, *children):
-# PyTreeDef}, for nodes with no aux data or string keys (lists, tuples, dicts). A jit call flattens its arguments every time; a treedef met before comes
-# back with its hash computed and compares by identity, where a new one would hash and
-# compare its whole tree (16 nodes of an MLP's params and Adam state: about 20 us a call).
-# Bounded: once cleared, new treedefs are made again (equal to the old ones, as before).
+# Treedefs made by flattening, one per structure: {(node type, aux data, *ids of the
+# children): PyTreeDef}, for nodes with no aux data or string keys (lists, tuples, dicts)
+# whose children are shared too. A jit call flattens its arguments every time; a treedef
+# met before comes back with its hash computed and compares by identity, where a new one
+# would hash and compare its whole tree (16 nodes of an MLP's params and Adam state: about
+# 20 us a call). Children are keyed by identity (each entry's treedef holds them, so an id
+# cannot name another object meanwhile): equal-but-different aux data below, {1: x} and
+# {1.0: x}, or an array, is never compared. Bounded: once cleared, new treedefs are made
+# again (equal to the old ones, as before).
 _interned: dict = {}
+_LEAF.shared = True
 
 
 def _treedef(t, aux, children):
@@ -244,12 +250,16 @@ def _treedef(t, aux, children):
         # (other aux data may be equal but not the same: {1: x} and {1.0: x} must keep
         # their own keys)
         return PyTreeDef(t, aux, children)
-    key = (t, aux, *children)
+    for c in children:
+        if not c.shared:
+            return PyTreeDef(t, aux, children)
+    key = (t, aux, *map(id, children))
     hit = _interned.get(key)
     if hit is None:
         if len(_interned) >= 50_000:
             _interned.clear()
         hit = _interned[key] = PyTreeDef(t, aux, children)
+        hit.shared = True
     return hit
 
 

@@ -372,3 +372,16 @@ def test_matmul_mismatch_names_the_shapes_given(sa, sb):
         jnp.ones(sa) @ jnp.ones(sb)
     with pytest.raises(ValueError, match=want):
         tracer.jit(lambda a, b: a @ b)(np.ones(sa, np.float32), np.ones(sb, np.float32))
+
+
+def test_eager_matmul_follows_enable_x64():
+    """float64 Arrays made before ``enable_x64`` is switched off multiply as the general
+    path does then (float32), and as float64 again once it is back on."""
+    a = jnp.asarray(np.ones((2, 2)))
+    assert (a @ a).dtype == np.float64
+    tracer.config.update("enable_x64", False)
+    try:
+        assert (a @ a).dtype == np.float32
+    finally:
+        tracer.config.update("enable_x64", True)
+    assert (a @ a).dtype == np.float64

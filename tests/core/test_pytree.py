@@ -217,3 +217,22 @@ def test_flattening_shares_treedefs_and_keeps_keys_and_leaf_types_right():
     assert tu.tree_leaves([p, (3.0,)], is_leaf=lambda x: isinstance(x, Pair)) == [p, 3.0]
     Point = collections.namedtuple("Point", "x y")
     assert tu.tree_leaves([Point(1, 2), Point(3, 4)]) == [1, 2, 3, 4]
+
+
+def test_shared_treedefs_keep_nested_keys_and_uncomparable_aux_data():
+    """Nested under a list, {1: x} then {1.0: x} (or {True: x}) keep their own keys, also
+    through jit; a custom node whose aux data is an array flattens again and again."""
+    assert tu.tree_map(lambda v: v, [{1: 0.0}]) == [{1: 0.0}]
+    out = tu.tree_map(lambda v: v, [{1.0: 0.0}])
+    assert type(next(iter(out[0]))) is float
+    out = tracer.jit(lambda t: t)([{True: np.float32(1.0)}])
+    assert type(next(iter(out[0]))) is bool
+
+    class Box:
+        def __init__(self, v, meta):
+            self.v, self.meta = v, meta
+
+    tu.register_pytree_node(Box, lambda b: ((b.v,), b.meta), lambda m, c: Box(c[0], m))
+    for _ in range(3):
+        r = tu.tree_map(lambda v: v + 1, [Box(1.0, np.arange(3))])
+        assert r[0].v == 2.0 and list(r[0].meta) == [0, 1, 2]

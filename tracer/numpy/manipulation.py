@@ -12,6 +12,7 @@ import numpy as np
 import lax
 from tracer import dtypes
 from tracer import core
+from tracer.config import config
 from tracer.core import Array, get_aval
 from lax.utils import eager_unary
 from tracer.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape,
@@ -331,12 +332,13 @@ def _eager_matmul(a, b):
     where that does not apply (the general path then gives the result or the error)."""
     if type(a) is not Array or type(b) is not Array or core._dynamic_trace.level:
         return None
-    key = (a.aval, b.aval)
+    key = (a.aval, b.aval, config.enable_x64)
     plan = _eager_matmul_plans.get(key)
     if plan is None:
-        ax, bx = key
+        ax, bx, _ = key
         sa, sb = ax.shape, bx.shape
         if (ax.dtype != bx.dtype or ax.dtype.kind not in "fc" or dtypes.is_lowp(ax.dtype)
+                or dtypes.canonicalize_dtype(ax.dtype) != ax.dtype     # (x64 switched off)
                 or ax.weak_type or bx.weak_type or not 1 <= len(sa) <= 2
                 or not 1 <= len(sb) <= 2 or sa[-1] != sb[0]):
             return None
