@@ -765,6 +765,18 @@ def eval_plan(key, primitive, avals, params):
     return plan
 
 
+def call_impl(fn, quiet, *args, **params):
+    """``fn(*args, **params)``, with every floating-point error ignored where ``quiet``
+    (the third item of an ``eval_plan``)."""
+    if not quiet:
+        return fn(*args, **params)
+    token = extobj_contextvar.set(ignoring_fp_errors())
+    try:
+        return fn(*args, **params)
+    finally:
+        extobj_contextvar.reset(token)
+
+
 def eval_primitive(primitive, args, params):
     """Run ``primitive``'s NumPy impl on concrete values; returns a list of Arrays.
 
@@ -792,14 +804,7 @@ def eval_primitive(primitive, args, params):
     except TypeError:       # an unhashable param
         key, plan = None, None
     out_avals, fn, quiet = plan or eval_plan(key, primitive, avals, params)
-    if quiet:
-        token = extobj_contextvar.set(ignoring_fp_errors())
-        try:
-            outs = fn(*vals, **params)
-        finally:
-            extobj_contextvar.reset(token)
-    else:
-        outs = fn(*vals, **params)
+    outs = call_impl(fn, quiet, *vals, **params)
     if not primitive.multiple_results:
         outs = (outs,)
     result = []

@@ -354,15 +354,7 @@ def _eager_matmul(a, b):
         plan = _eager_matmul_plans[key] = (a2, b2, fn, params, quiet,
                                            core.ShapedArray(shape, dot_aval.dtype))
     a2, b2, fn, params, quiet, out_aval = plan
-    va, vb = a._value.reshape(a2), b._value.reshape(b2)
-    if quiet:
-        token = core.extobj_contextvar.set(core.ignoring_fp_errors())
-        try:
-            o = fn(va, vb, **params)
-        finally:
-            core.extobj_contextvar.reset(token)
-    else:
-        o = fn(va, vb, **params)
+    o = core.call_impl(fn, quiet, a._value.reshape(a2), b._value.reshape(b2), **params)
     return core.impl_result(lax.dot_general_p, np.reshape(o, out_aval.shape), out_aval)
 
 
