@@ -765,9 +765,10 @@ def eval_plan(key, primitive, avals, params):
     return plan
 
 
-def call_impl(fn, quiet, *args, **params):
+def call_impl(fn, quiet, /, *args, **params):
     """``fn(*args, **params)``, with every floating-point error ignored where ``quiet``
-    (the third item of an ``eval_plan``)."""
+    (the third item of an ``eval_plan``). ``fn`` and ``quiet`` are positional only: a
+    primitive's params may use those names (``numba_call``'s ``fn``)."""
     if not quiet:
         return fn(*args, **params)
     token = extobj_contextvar.set(ignoring_fp_errors())
