@@ -735,7 +735,8 @@ def _straight_line(ex: "Executable", plan):
     g = {"np": np, "empty": np.empty, "_prep": _prep, "getrefcount": getrefcount,
          "config": config, "_parallel_ok": _parallel_ok, "ex": ex, "pool": ex._pool,
          "_POOL_MAX_BYTES": _POOL_MAX_BYTES}
-    lines = ["def run(args):", f"    env = [None] * {ex.n_slots}"]
+    lines = ["def run(args):", f"    env = [None] * {ex.n_slots}",
+             "    threshold = config.parallel_threshold"]
     for j, s in enumerate(ex.in_slots):
         lines.append(f"    env[{s}] = _prep(args[{j}])")
     for j, (s, v) in enumerate(ex.const_values):
@@ -764,22 +765,33 @@ def _straight_line(ex: "Executable", plan):
                 call = ", ".join(args_)
                 if work is not None:
                     g[f"W{i}"] = work
-                    lines += [f"    if W{i} >= config.parallel_threshold and _parallel_ok():",
+                    lines += [f"    if W{i} >= threshold and _parallel_ok():",
                               f"        ex._parallel_fn(H{i}, K{i})({call})",
                               "    else:",
                               f"        K{i}({call})"]
                 else:
                     lines.append(f"    K{i}({call})")
             for sl, _, _ in outs:
-                lines.append(f"    env[{sl}].flags.writeable = False")
+                lines.append(f"    env[{sl}].setflags(False)")     # (write=False)
         elif kind == "v":
             _, src, dst, shape, frees = entry
             lines.append(f"    env[{dst}] = env[{src}].reshape({shape!r})")
         elif kind == "l":
             _, step, fn, params, ins, frees = entry
-            g[f"L{i}"], g[f"A{i}"], g[f"O{i}"] = fn, params, step.outs
             call = ", ".join(f"env[{sl}]" for sl in ins)
-            lines.append(f"    ex._store(O{i}, L{i}({call}, **A{i}), env)")
+            if step.kind == "dot_general":
+                # its plan for these shapes, called directly: a fresh C-contiguous product
+                # of the buffer's dtype and shape (what _store would check and freeze)
+                lhs, rhs = (ex.program.buffers[x] for x in step.ins)
+                g[f"L{i}"] = library.dot_general_plan(
+                    tuple(lhs.shape), tuple(rhs.shape), np.dtype(lhs.dtype),
+                    params["dimension_numbers"], params.get("preferred_element_type"))
+                out = ex.slot[step.outs[0]]
+                lines += [f"    env[{out}] = a = L{i}({call})[0]",
+                          "    a.setflags(False)"]
+            else:
+                g[f"L{i}"], g[f"A{i}"], g[f"O{i}"] = fn, params, step.outs
+                lines.append(f"    ex._store(O{i}, L{i}({call}, **A{i}), env)")
         else:
             _, step, frees = entry
             g[f"S{i}"] = step

@@ -103,6 +103,19 @@ def make_dot_general(lhs_aval, rhs_aval, out_aval, dimension_numbers,
     is_bool = in_dt == np.bool_
     lid = lperm == tuple(range(len(ls)))
     rid = rperm == tuple(range(len(rs)))
+    if (B == 1 and not is_bool and compute_dt == in_dt == out_dt and len(ls) == 2 == len(rs)
+            and tuple(ls[i] for i in lperm) == (M, K) and tuple(rs[i] for i in rperm) == (K, N)
+            and out_shape == (M, N)):
+        # one product of the operands or their transposes, as they are (the common case:
+        # a layer's forward and backward products; no reshape or cast to do per call)
+        matmul = np.matmul
+        if lid and rid:
+            return lambda lhs, rhs: [matmul(lhs, rhs)]
+        if rid:
+            return lambda lhs, rhs: [matmul(lhs.T, rhs)]
+        if lid:
+            return lambda lhs, rhs: [matmul(lhs, rhs.T)]
+        return lambda lhs, rhs: [matmul(lhs.T, rhs.T)]
 
     def dot(lhs, rhs):
         a = lhs if lid else lhs.transpose(lperm)
@@ -134,9 +147,21 @@ def dot_general_call(lhs, rhs, *, dimension_numbers, precision=None,
     key = (lhs.shape, rhs.shape, lhs.dtype, dimension_numbers, preferred_element_type)
     fn = _plans.get(key)
     if fn is None:
+        fn = dot_general_plan(lhs.shape, rhs.shape, lhs.dtype, dimension_numbers,
+                              preferred_element_type)
+    return fn(lhs, rhs)
+
+
+def dot_general_plan(lhs_shape, rhs_shape, dtype, dimension_numbers,
+                     preferred_element_type=None):
+    """``dot_general_call`` for these operand shapes and dtype, as a function
+    ``(lhs, rhs) -> [out]`` (made once per shapes and dtype)."""
+    key = (lhs_shape, rhs_shape, dtype, dimension_numbers, preferred_element_type)
+    fn = _plans.get(key)
+    if fn is None:
         from tracer.core import ShapedArray
-        lhs_aval = ShapedArray(lhs.shape, lhs.dtype)
-        rhs_aval = ShapedArray(rhs.shape, rhs.dtype)
+        lhs_aval = ShapedArray(lhs_shape, dtype)
+        rhs_aval = ShapedArray(rhs_shape, dtype)
         out = la._dot_general_abstract_eval(lhs_aval, rhs_aval,
                                             dimension_numbers=dimension_numbers,
                                             precision=None,
@@ -146,7 +171,7 @@ def dot_general_call(lhs, rhs, *, dimension_numbers, precision=None,
         if len(_plans) > 4096:
             _plans.clear()
         _plans[key] = fn
-    return fn(lhs, rhs)
+    return fn
 
 
 # --------------------------------------- convolution --------------------------------------

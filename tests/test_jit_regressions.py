@@ -77,6 +77,22 @@ def test_jit_outputs_never_alias_a_callers_writable_array():
     np.testing.assert_array_equal(np.asarray(outs[2]), [[0., 1.], [2., 3.]])
     np.testing.assert_array_equal(np.asarray(outs[3][0]), [0., 1., 2., 3.])
     assert x.flags.writeable
+    # arguments that are views themselves: of another array, of a buffer object
+    base = np.arange(8.0)
+    buf = bytearray(np.arange(4.0).tobytes())
+    for arg, owner in ((base[2:6], base), (base.reshape(2, 4)[1], base),
+                       (np.frombuffer(buf, np.float64), None)):
+        want = np.array(arg)
+        outs = [tracer.jit(f)(arg) for f in (lambda x: x, lambda x: x.reshape(2, 2)[0],
+                                            lambda x: (x * 2.0, x))]
+        if owner is None:
+            buf[:] = bytes(len(buf))
+        else:
+            owner[:] = -1.0
+        np.testing.assert_array_equal(np.asarray(outs[0]), want)
+        np.testing.assert_array_equal(np.asarray(outs[1]), want[:2])
+        np.testing.assert_array_equal(np.asarray(outs[2][1]), want)
+        assert not np.asarray(outs[0]).flags.writeable
 
 
 def test_jit_python_int_out_of_range_names_the_value_and_the_fix():

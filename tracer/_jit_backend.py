@@ -17,7 +17,7 @@ import numpy as np
 
 from tracer import dtypes
 from tracer.config import config
-from tracer.core import Array, Token, new_base_main
+from tracer.core import Array, Token, _new_array, new_base_main
 from tracer.jaxpr import ClosedJaxpr, Literal, _Namer, _pp_eqn
 
 logger = logging.getLogger("tracer")
@@ -109,24 +109,40 @@ def run(closed: ClosedJaxpr, args, name: str):
     return outs
 
 
-def run_arrays(closed: ClosedJaxpr, args, name: str):
-    """``run``, returning Arrays with the jaxpr's output avals (weak types included)."""
+def run_arrays(closed: ClosedJaxpr, args, name: str, out_avals=None):
+    """``run``, returning Arrays with the jaxpr's output avals (weak types included), or
+    with ``out_avals`` (equal ones: the jit cache's own objects, so that a result passed
+    back in builds a key that compares by identity)."""
     outs = run(closed, args, name)
-    writable = [a for a in args if isinstance(a, np.ndarray) and a.flags.writeable]
+    writable = None
+    for a in args:
+        if isinstance(a, np.ndarray) and a.flags.writeable:
+            if writable is None:
+                writable = set()
+            writable.add(id(_root(a)))
     res = []
-    for o, aval in zip(outs, closed.out_avals):
-        if isinstance(o, Token):
-            res.append(o)
+    for o, aval in zip(outs, out_avals or closed.out_avals):
+        if type(o) is not np.ndarray:
+            res.append(o if isinstance(o, Token) else Array(o, aval.weak_type))
             continue
-        # (an array owning its memory, and not one of the arguments, shares none)
-        if writable and (o.base is not None or any(o is a for a in writable)) and \
-                any(np.may_share_memory(o, a) for a in writable):
+        if writable is not None and (o.base is None and id(o) in writable or
+                                     o.base is not None and id(_root(o)) in writable):
             # an output passing a caller's array through (or a view of it): a copy, so
             # writing to that array later never changes the Array returned
             o = o.copy()
-            o.flags.writeable = False
-        res.append(Array(o, aval.weak_type))
+        res.append(_new_array(o, aval))
     return res
+
+
+def _root(a: np.ndarray):
+    """The object owning ``a``'s memory: the end of its chain of bases. A view the program
+    made of an argument has the argument's owner at the end of its chain too."""
+    b = a.base
+    while b is not None:
+        if type(b) is not np.ndarray:
+            return b
+        a, b = b, b.base
+    return a
 
 
 # ------------------------------------------ debug_nans ------------------------------------------

@@ -16,6 +16,7 @@ import numpy as np
 from tracer import dtypes
 from tracer.config import config
 from tracer import core
+from tracer import pytree
 from tracer.core import (Array, ShapeDtypeStruct, ShapedArray, Tracer, get_aval, to_numpy,
                          valid_jaxtype)
 from tracer.interpreters import ad, batching
@@ -66,6 +67,8 @@ _jit_backend = None     # tracer._jit_backend, once jit has run a program
 
 # argument types that are pytree leaves with an aval of their own (jit's fast path)
 _PLAIN_LEAVES = frozenset({np.ndarray, Array})
+# leaves a jit call's structure check accepts as they are (valid data, never nodes)
+_MATCHED_LEAVES = frozenset({np.ndarray, Array, float, int, bool, complex})
 
 
 def _flatten_args(fname, args, kwargs=None, positions=None):
@@ -1138,6 +1141,7 @@ class Traced:
         self.in_tree = in_tree
         self.out_tree = out_tree
         self.name = name
+        self.out_avals = None     # (set by jit's cache: closed's, as the key's objects)
 
 
 def _argnums_tuple(value, what, fname):
@@ -1230,6 +1234,8 @@ class JitWrapped:
                                  "donated; static arguments cannot be donated")
         self._cache: dict = {}
         self._flat_trees: dict = {}     # nargs -> the tree of that many plain array args
+        self._matchers: dict = {}       # nargs -> ((in_tree, pytree.matcher of its args),)
+        self._matcher_budget = 16
         self.trace_count = 0
         # updated=(): merging fun's __dict__ would copy a wrapped JitWrapped's own ``fun``
         # and ``_cache`` over ours (jit(vmap(jit(f))) would then run the inner function).
@@ -1253,6 +1259,13 @@ class JitWrapped:
                               for a in leaves)
                 key = (tree, avals, (), (), nargs, config.enable_x64)
                 return key, leaves, tree, (), (), (), nargs
+            # pytrees of arrays met before: their structure checked by generated code
+            for tree, match in self._matchers.get(nargs, ()):
+                leaves = match(args)
+                if leaves is not None:
+                    avals = tuple(a.aval if type(a) is Array else get_aval(a) for a in leaves)
+                    key = (tree, avals, (), (), nargs, config.enable_x64)
+                    return key, leaves, tree, (), (), (), nargs
         fname = self.__name__
         snums = _normalize_argnums(tuple(i for i in self.static_argnums if -nargs <= i < nargs),
                                    nargs) if nargs else ()
@@ -1263,9 +1276,18 @@ class JitWrapped:
         dyn_kw = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         leaves, in_tree = _flatten_args(f"jit({fname})", dyn_args, dyn_kw,
                                         [i for i in range(nargs) if i not in snums])
-        if not kwargs and not snums and len(leaves) == nargs and \
-                all(type(a) in _PLAIN_LEAVES for a in args):
-            self._flat_trees[nargs] = in_tree
+        if not kwargs and not snums:
+            if len(leaves) == nargs and all(type(a) in _PLAIN_LEAVES for a in args):
+                self._flat_trees[nargs] = in_tree
+            elif self._matcher_budget > 0 and all(
+                    t is not in_tree for t, _ in self._matchers.get(nargs, ())):
+                # (a few structures per argument count; a function called with ever new
+                # structures stops making matchers)
+                self._matcher_budget -= 1
+                match = pytree.matcher(in_tree.children[0], _MATCHED_LEAVES)
+                if match is not None:
+                    self._matchers[nargs] = ((in_tree, match),
+                                             *self._matchers.get(nargs, ())[:3])
         avals = tuple(x.aval if type(x) is Array else get_aval(x) for x in leaves)
         key = (in_tree, avals, static_pos, static_kw, nargs, config.enable_x64)
         return key, leaves, in_tree, snums, static_pos, static_kw, nargs
@@ -1303,6 +1325,11 @@ class JitWrapped:
             closed = ClosedJaxpr(jaxpr, consts)
             traced = Traced(closed, in_tree, out.tree, self.__name__)
             traced.hoisted_consts = []
+            # results get the key's aval objects where equal: a result passed back in
+            # (a training step's parameters) then makes a key that compares by identity
+            mine = {a: a for a in key[1] if type(a) is ShapedArray}
+            traced.out_avals = [mine.get(a, a) if type(a) is ShapedArray else a
+                                for a in closed.out_avals]
             self._cache[key] = traced
         if config.log_compiles:
             logger.warning("Finished tracing %s for args %s in %.1f ms", self.__name__,
@@ -1326,7 +1353,7 @@ class JitWrapped:
                 from tracer import _jit_backend
             outs = _jit_backend.run_arrays(
                 traced.jaxpr, [x._value if type(x) is Array else to_numpy(x) for x in leaves],
-                self.__name__)
+                self.__name__, traced.out_avals)
         else:
             outs = jit_p.bind(*traced.hoisted_consts, *leaves, jaxpr=traced.jaxpr,
                               name=self.__name__)

@@ -40,6 +40,10 @@ def register_pytree_node(nodetype, flatten_func, unflatten_func, flatten_with_ke
 def _register(nodetype, node_type: _NodeType) -> None:
     _registry[nodetype] = node_type
     _leaf_types.discard(nodetype)       # (a leaf until now)
+    _registry_version[0] += 1           # (matchers made before no longer apply)
+
+
+_registry_version = [0]
 
 
 def register_pytree_node_class(cls):
@@ -161,7 +165,8 @@ def _keys_for(x, node_type, aux, n):
 class PyTreeDef:
     """The structure of a pytree: a node type, its aux data and child treedefs (None: leaf)."""
 
-    __slots__ = ("node_type", "node_data", "children", "num_leaves", "_hash", "shared")
+    __slots__ = ("node_type", "node_data", "children", "num_leaves", "_hash", "shared",
+                 "_build")
 
     def __init__(self, node_type, node_data, children):
         self.node_type = node_type
@@ -176,6 +181,7 @@ class PyTreeDef:
             self.num_leaves = n
         self._hash = None
         self.shared = False      # (one of _interned's, or the leaf)
+        self._build = None       # (tree_unflatten's generated builder; False: none)
 
     @property
     def num_nodes(self):
@@ -304,8 +310,115 @@ def tree_unflatten(treedef: PyTreeDef, leaves):
     if len(leaves) != treedef.num_leaves:
         raise ValueError(f"tree_unflatten: treedef {treedef} expects {treedef.num_leaves} "
                          f"leaves, got {len(leaves)}")
+    build = treedef._build
+    if build is None:
+        build = treedef._build = _builder(treedef)
+    if build:
+        return build(leaves)
     it = iter(leaves)
     return _unflatten(treedef, it)
+
+
+class _NotBuilt(Exception):
+    pass
+
+
+def _builder(td: PyTreeDef):
+    """A function ``leaves -> tree`` for ``td`` made of tuples, lists, string-keyed dicts
+    and None, as one generated expression (a jit call rebuilds its results' tree every
+    time: the recursion costs a call per node), or False for any other treedef."""
+    if td.node_type is None or td.num_leaves > 2000:
+        return False
+    n = iter(range(td.num_leaves))
+
+    def expr(t, depth):
+        nt = t.node_type
+        if nt is None:
+            return f"l[{next(n)}]"
+        if depth > 50:
+            raise _NotBuilt
+        kids = [expr(c, depth + 1) for c in t.children]
+        if nt is tuple:
+            return "(" + "".join(k + ", " for k in kids) + ")"
+        if nt is list:
+            return "[" + ", ".join(kids) + "]"
+        if nt is dict and type(t.node_data) is tuple and \
+                all(type(k) is str for k in t.node_data):
+            return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(t.node_data, kids)) + "}"
+        if nt is type(None):
+            return "None"
+        raise _NotBuilt
+
+    try:
+        return eval("lambda l: " + expr(td, 0), {})
+    except (_NotBuilt, RecursionError, SyntaxError, MemoryError):
+        return False
+
+
+def matcher(td: PyTreeDef, leaf_types: frozenset):
+    """A function ``tree -> leaves or None`` for ``td`` made of tuples, lists,
+    string-keyed dicts and None: the leaves ``tree_flatten(tree)`` gives when ``tree`` has
+    ``td``'s structure exactly, with every leaf's type in ``leaf_types`` (types that are
+    leaves), else None. Generated code (a jit call flattens its arguments every time;
+    this checks them without a call per node); None for any other treedef. A node type
+    registered later makes it answer None from then on."""
+    if td.num_leaves > 2000 or any(t in _registry for t in leaf_types):
+        return None
+    lines = ["def match(x):", "    if VERSION[0] != V:", "        return None"]
+    leaves = []
+    names = iter(range(1 << 30))
+
+    def visit(t, var, depth):
+        nt = t.node_type
+        if nt is None:
+            lines.append(f"    if type({var}) not in P:")
+            lines.append("        return None")
+            leaves.append(var)
+            return
+        if depth > 50:
+            raise _NotBuilt
+        if nt is type(None):
+            lines.append(f"    if {var} is not None:")
+            lines.append("        return None")
+            return
+        if nt is tuple or nt is list:
+            lines.append(f"    if type({var}) is not {nt.__name__} or "
+                         f"len({var}) != {len(t.children)}:")
+            lines.append("        return None")
+            kids = [f"{var}[{i}]" for i in range(len(t.children))]
+        elif nt is dict and type(t.node_data) is tuple and \
+                all(type(k) is str for k in t.node_data):
+            lines.append(f"    if type({var}) is not dict or len({var}) != {len(t.children)}:")
+            lines.append("        return None")
+            kids = []
+            for k in t.node_data:
+                v = f"v{next(names)}"
+                lines.append(f"    {v} = {var}.get({k!r}, MISSING)")
+                lines.append(f"    if {v} is MISSING:")
+                lines.append("        return None")
+                kids.append(v)
+        else:
+            raise _NotBuilt
+        for c, k in zip(t.children, kids):
+            if c.node_type is None or k.startswith("v"):
+                v = k
+            else:
+                v = f"v{next(names)}"
+                lines.append(f"    {v} = {k}")
+            visit(c, v, depth + 1)
+
+    try:
+        visit(td, "x", 0)
+    except (_NotBuilt, RecursionError):
+        return None
+    lines.append("    return [" + ", ".join(leaves) + "]")
+    g = {"P": leaf_types, "MISSING": object(), "V": _registry_version[0],
+         "VERSION": _registry_version}
+    try:
+        exec("\n".join(lines), g)
+    except (SyntaxError, RecursionError, MemoryError):
+        return None
+    return g["match"]
 
 
 def _unflatten(td, it):

@@ -236,3 +236,105 @@ def test_shared_treedefs_keep_nested_keys_and_uncomparable_aux_data():
     for _ in range(3):
         r = tu.tree_map(lambda v: v + 1, [Box(1.0, np.arange(3))])
         assert r[0].v == 2.0 and list(r[0].meta) == [0, 1, 2]
+
+
+def test_generated_unflatten_equals_the_recursive_one():
+    """Treedefs of tuples, lists, string-keyed dicts and None rebuild through one
+    generated expression (jit rebuilds its results' tree on every call): the same trees,
+    key order kept, 1-tuples and empty containers included; other nodes keep the
+    recursive path."""
+    from tracer import pytree
+    trees = [
+        ([(1, 2), (3, 4), (5, 6)], {"step": 7, "m": [(8, 9)], "v": [(10, 11)]}, 12),
+        {"b": None, "a": (1,), "c": [], "d": {}},
+        ((((1,),),),), [None, 2, (None,)], 5, (),
+        {"w": Point(1, 2), "z": [3]}, [Box(1, 2, "t"), {1: 3}],
+    ]
+    for tree in trees:
+        leaves, td = tu.tree_flatten(tree)
+        fresh = [object() for _ in leaves]
+        got = tu.tree_unflatten(td, fresh)
+        want = pytree._unflatten(td, iter(fresh))
+        assert got == want and type(got) is type(want)
+        assert tu.tree_leaves(got) == fresh or not fresh
+        if isinstance(want, dict):
+            assert list(got) == list(want)
+    simple, _ = tu.tree_flatten(trees[0])
+    assert tu.tree_structure(trees[0])._build          # generated
+    assert tu.tree_structure(trees[6])._build is False  # a namedtuple inside: recursive
+    with pytest.raises(ValueError, match="expects 12 leaves, got 11"):
+        tu.tree_unflatten(tu.tree_structure(trees[0]), simple[:-1])
+
+
+def test_matcher_answers_exactly_the_structure_it_was_made_for():
+    """``pytree.matcher`` (jit's check of its arguments' structure) gives tree_flatten's
+    leaves for a tree of the same structure, and None for anything else: other lengths,
+    keys, container types, a leaf where a node was or the reverse, a leaf type it was not
+    told is a leaf, and any tree once a new node type is registered."""
+    from tracer import pytree
+    leaf_types = frozenset({np.ndarray, float, int})
+    x = np.ones(2)
+    tree = ([(x, 1.0), (x, 2)], {"step": 3.0, "m": [(x, x)], "v": None}, x)
+    td = tu.tree_structure(tree)
+    match = pytree.matcher(td, leaf_types)
+    assert match is not None
+    other = ([(np.zeros(3), -1.0), (x, 5)], {"v": None, "m": [(x, x)], "step": 0}, x)
+    assert match(other) == tu.tree_leaves(other)
+    assert all(a is b for a, b in zip(match(tree), tu.tree_leaves(tree)))
+    for bad in [
+        ([(x, 1.0)], {"step": 3.0, "m": [(x, x)], "v": None}, x),                # shorter
+        ([(x, 1.0), (x, 2), (x, 3)], {"step": 3.0, "m": [(x, x)], "v": None}, x),
+        ([(x, 1.0), (x, 2)], {"stp": 3.0, "m": [(x, x)], "v": None}, x),          # a key
+        ([(x, 1.0), (x, 2)], {"step": 3.0, "m": [(x, x)], "v": None, "u": 1}, x),
+        ([(x, 1.0), [x, 2]], {"step": 3.0, "m": [(x, x)], "v": None}, x),         # list
+        ([(x, 1.0), Point(x, 2)], {"step": 3.0, "m": [(x, x)], "v": None}, x),
+        ([(x, 1.0), (x, 2)], {"step": 3.0, "m": [(x, x)], "v": x}, x),            # None
+        ([(x, 1.0), (x, 2)], {"step": 3.0, "m": [(x, x)], "v": None}, (x,)),      # node
+        ([(x, 1.0), (x, 2)], {"step": (3.0,), "m": [(x, x)], "v": None}, x),
+        ([(x, 1.0), (x, 2)], {"step": 3.0, "m": x, "v": None}, x),                # leaf
+        ([(x, np.float32(1.0)), (x, 2)], {"step": 3.0, "m": [(x, x)], "v": None}, x),
+        ([(x, 1.0), (x, 2)], {"step": "3", "m": [(x, x)], "v": None}, x),
+        [[(x, 1.0), (x, 2)], {"step": 3.0, "m": [(x, x)], "v": None}, x],          # top
+    ]:
+        assert match(bad) is None, bad
+    assert pytree.matcher(tu.tree_structure([Point(x, x)]), leaf_types) is None
+    assert pytree.matcher(tu.tree_structure([Box(x, x, "t")]), leaf_types) is None
+
+    class Late:
+        pass
+
+    tu.register_pytree_node(Late, lambda v: ([], None), lambda _, c: Late())
+    assert match(other) is None      # made before a registration: no longer trusted
+
+
+def test_jit_calls_follow_structure_changes_of_their_arguments():
+    """jit checks a pytree argument's structure by generated code after its first call:
+    calls that change a list's length, a dict's keys, a container's type or a leaf's
+    kind retrace and compute with the new structure; the results passed back in hit the
+    cache (same treedef and aval objects); a function called with ever new structures
+    stays right."""
+    @tracer.jit
+    def f(params, opt):
+        return [p * 2.0 for p in params], {k: v + 1.0 for k, v in opt.items()}
+
+    x = tnp.arange(3.0, dtype=tnp.float32)
+    p, o = f([x, x], {"m": x})
+    p, o = f(p, o)
+    np.testing.assert_array_equal(np.asarray(p[1]), np.arange(3.0) * 4)
+    assert f._cache_size() == 1
+    (key,) = f._cache
+    assert all(a is b for a, b in zip(f._key_and_args((p, o), {})[0][1], key[1]))
+    p3, _ = f([x, x, x], {"m": x})
+    assert len(p3) == 3 and f._cache_size() == 2
+    _, o2 = f([x, x], {"n": x})
+    assert list(o2) == ["n"]
+    p4, _ = f((x, x), {"m": x})
+    assert isinstance(p4, list) and f._cache_size() == 4
+    _, o5 = f([x, x], {"m": 2.0})                 # a Python float leaf: weak
+    assert o5["m"].weak_type and float(o5["m"]) == 3.0
+    for n in range(1, 25):                         # beyond the matchers' budget
+        out, _ = f([x] * n, {"m": x})
+        assert len(out) == n
+        np.testing.assert_array_equal(np.asarray(out[-1]), np.arange(3.0) * 2)
+    out, _ = f([x, x], {"m": x})
+    np.testing.assert_array_equal(np.asarray(out[0]), np.arange(3.0) * 2)

@@ -123,6 +123,42 @@ def test_straight_line_runner_equals_the_plan_loop(sync_tier):
     assert ex._pool, "the temporary went back to the pool"
 
 
+def test_straight_line_runner_calls_products_by_their_plan(sync_tier):
+    # dot_general in the generated runner calls its shapes' plan directly: each transpose
+    # arrangement of two matrices, a batched product, an int product, empty and size-1
+    # dims, NaN and -0.0: the eager values bit for bit, read-only, C-contiguous, never
+    # an operand's memory
+    from tracer import lax
+    dn = lambda lc, rc: (((lc,), (rc,)), ((), ()))
+
+    def f(a, at, b, bt, c, i):
+        return (a @ b, lax.dot_general(at, b, dn(0, 0)), lax.dot_general(a, bt, dn(1, 1)),
+                lax.dot_general(at, bt, dn(0, 1)), c @ c, i @ i.T)
+
+    rng = np.random.default_rng(3)
+    for m, k, n in ((5, 3, 4), (1, 1, 1), (0, 3, 2), (4, 0, 2), (3, 2, 0)):
+        a = rng.normal(size=(m, k)).astype(np.float32)
+        b = rng.normal(size=(k, n)).astype(np.float32)
+        if a.size:
+            a.flat[0], a.flat[-1] = np.nan, -0.0
+        args = [a, a.T.copy(), b, b.T.copy(), rng.normal(size=(2, 3, 3)),
+                rng.integers(-5, 5, size=(3, 4)).astype(np.int32)]
+        jf = tracer.jit(f)
+        ex = _executable(jf, *args)
+        got = ex.run_compiled(args)
+        src = ex._straight.source
+        assert "ex._store(" not in src, src
+        if (m, k, n) == (5, 3, 4):     # (smaller products may become kernels)
+            assert src.count("a.setflags(False)") == 6, src
+        want = f(*map(tnp.asarray, args))
+        for g, w in zip(got, want):
+            g, w = np.asarray(g), np.asarray(w)
+            assert g.dtype == w.dtype and g.shape == w.shape
+            assert g.tobytes() == w.tobytes()
+            assert not g.flags.writeable and g.flags.c_contiguous
+            assert not any(np.shares_memory(g, x) for x in args)
+
+
 def test_straight_line_runner_is_skipped_where_the_plan_has_fallbacks(sync_tier):
     # float16 kernels travel as bits through their own path: the plan loop runs them
     jf = tracer.jit(lambda x: tnp.exp(x) * 2)
