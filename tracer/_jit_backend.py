@@ -17,7 +17,7 @@ import numpy as np
 
 from tracer import dtypes
 from tracer.config import config
-from tracer.core import Array, Token, _new_array, new_base_main
+from tracer.core import Array, Token, _new_array, may_change, memory_owner, new_base_main
 from tracer.jaxpr import ClosedJaxpr, Literal, _Namer, _pp_eqn
 
 logger = logging.getLogger("tracer")
@@ -114,35 +114,25 @@ def run_arrays(closed: ClosedJaxpr, args, name: str, out_avals=None):
     with ``out_avals`` (equal ones: the jit cache's own objects, so that a result passed
     back in builds a key that compares by identity)."""
     outs = run(closed, args, name)
-    writable = None
+    mutable = None      # owners of the memory of arguments that can still change
     for a in args:
-        if isinstance(a, np.ndarray) and a.flags.writeable:
-            if writable is None:
-                writable = set()
-            writable.add(id(_root(a)))
+        if isinstance(a, np.ndarray) and (a.flags.writeable or
+                                          a.base is not None and may_change(a)):
+            if mutable is None:
+                mutable = set()
+            mutable.add(id(memory_owner(a)))
     res = []
     for o, aval in zip(outs, out_avals or closed.out_avals):
         if type(o) is not np.ndarray:
             res.append(o if isinstance(o, Token) else Array(o, aval.weak_type))
             continue
-        if writable is not None and (o.base is None and id(o) in writable or
-                                     o.base is not None and id(_root(o)) in writable):
-            # an output passing a caller's array through (or a view of it): a copy, so
-            # writing to that array later never changes the Array returned
+        if mutable is not None and (o.base is None and id(o) in mutable or
+                                    o.base is not None and id(memory_owner(o)) in mutable):
+            # an output passing a caller's array through (or a view the program made of
+            # it): a copy, so writing to that array later never changes the Array
             o = o.copy()
         res.append(_new_array(o, aval))
     return res
-
-
-def _root(a: np.ndarray):
-    """The object owning ``a``'s memory: the end of its chain of bases. A view the program
-    made of an argument has the argument's owner at the end of its chain too."""
-    b = a.base
-    while b is not None:
-        if type(b) is not np.ndarray:
-            return b
-        a, b = b, b.base
-    return a
 
 
 # ------------------------------------------ debug_nans ------------------------------------------

@@ -488,9 +488,10 @@ class Array:
         # Internal: ``value`` is a NumPy array of a supported, canonical dtype.
         if not isinstance(value, np.ndarray):
             value = np.asarray(value)
-        if value.flags.writeable:
-            # the caller's NumPy array: copy it (as jax.device_put does), so the Array
-            # never changes when the caller writes to it and the caller's flags stay
+        if value.flags.writeable or value.base is not None and may_change(value):
+            # the caller's NumPy array (or a read-only view of memory the caller can
+            # still write): copy it (as jax.device_put does), so the Array never changes
+            # when the caller writes to it and the caller's flags stay
             value = value.copy()
             value.flags.writeable = False
         self._value = value
@@ -789,6 +790,7 @@ def eval_primitive(primitive, args, params):
         raise NotImplementedError(f"Evaluation rule for '{primitive.name}' not implemented")
     avals = []
     vals = []
+    mutable = None      # owners of the memory of NumPy operands that can still change
     for a in args:
         if type(a) is Array:
             av = a._aval
@@ -798,7 +800,10 @@ def eval_primitive(primitive, args, params):
             vals.append(a._value)
         else:
             avals.append(get_aval(a))
-            vals.append(to_numpy(a))
+            v = to_numpy(a)
+            vals.append(v)
+            if isinstance(v, np.ndarray) and may_change(v):
+                mutable = (mutable or set()) | {id(memory_owner(v))}
     try:
         key = (primitive, *avals, *params.items()) if params else (primitive, *avals)
         plan = _eval_plans.get(key)
@@ -810,8 +815,39 @@ def eval_primitive(primitive, args, params):
         outs = (outs,)
     result = []
     for o, aval in zip_(outs, out_avals):
+        if mutable is not None and isinstance(o, np.ndarray) and \
+                id(memory_owner(o)) in mutable:
+            o = o.copy()    # (the operand itself, or a view of it: the Array must not change)
         result.append(impl_result(primitive, o, aval) if type(aval) is ShapedArray else o)
     return result
+
+
+def memory_owner(a: np.ndarray):
+    """The object owning ``a``'s memory: the end of its chain of bases (an ndarray, or a
+    buffer such as a bytearray). A view of ``a`` has the same owner."""
+    b = a.base
+    while b is not None:
+        if not isinstance(b, np.ndarray):
+            return b
+        a, b = b, b.base
+    return a
+
+
+def may_change(a: np.ndarray) -> bool:
+    """Whether ``a``'s values can change later without an Array's knowing: ``a`` is
+    writable, or a view whose memory is (a writable array along its chain of bases, or a
+    buffer other than ``bytes``). An Array never keeps such memory (JAX copies every
+    NumPy argument onto its device); a read-only array owning its memory is kept."""
+    if a.flags.writeable:
+        return True
+    b = a.base
+    while b is not None:
+        if not isinstance(b, np.ndarray):
+            return type(b) is not bytes
+        if b.flags.writeable:
+            return True
+        b = b.base
+    return False
 
 
 def impl_result(primitive, o, aval: ShapedArray) -> "Array":

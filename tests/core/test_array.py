@@ -282,3 +282,48 @@ def test_arrays_do_not_alias_the_callers_numpy_array():
         a = f(x)
         x[:] = 100.0
         np.testing.assert_array_equal(np.asarray(a), [0.0, 1.0, 2.0])
+
+
+def test_arrays_do_not_alias_memory_the_caller_can_still_write():
+    """A read-only view of writable memory (a flag cleared on a view, np.broadcast_to,
+    a bytearray's buffer) is copied like a writable array, by eager primitives whose impl
+    returns a view (or the operand), by Array() and by jit; a read-only array owning its
+    memory, or a view of bytes, is kept as it is. Writable operands of lax primitives
+    (bound directly, without jax.numpy's conversion) are copied too."""
+    import lax
+    import tracer
+    import tracer.numpy as tnp
+
+    def views():
+        base = np.arange(4.0)
+        v = base[:]
+        v.flags.writeable = False
+        yield base, v, lambda: base.__setitem__(0, 99.0)
+        base = np.arange(4.0)
+        yield base, np.broadcast_to(base, (4,)), lambda: base.__setitem__(0, 99.0)
+        buf = bytearray(np.arange(4.0).tobytes())
+        yield buf, np.frombuffer(buf, np.float64), lambda: buf.__setitem__(slice(0, 8),
+                                                                            bytes(8))
+        base = np.arange(4.0)                 # writable, into lax directly
+        yield base, base, lambda: base.__setitem__(0, 99.0)
+
+    calls = [lambda v: lax.reshape(v, (2, 2)), lambda v: tnp.reshape(v, (2, 2)),
+             tnp.transpose, tnp.ravel, lambda v: tnp.astype(v, tnp.float64), tnp.real,
+             lambda v: tnp.broadcast_to(v, (4,)), tracer.Array, tracer.device_put,
+             lambda v: lax.convert_element_type(v, np.float64), tnp.squeeze,
+             tracer.jit(lambda x: x), tracer.jit(lambda x: x.reshape(2, 2)),
+             tracer.jit(lambda x: (x * 1, x[1:]))]
+    for k, f in enumerate(calls):
+        for _, v, write in views():
+            out = f(v)
+            write()
+            for o in tracer.tree_util.tree_leaves(out):
+                o = np.asarray(o).reshape(-1)
+                assert 99.0 not in o and o[0] in (0.0, 1.0), (k, v.base, o)
+                assert not o.flags.writeable
+    owned = np.arange(4.0)
+    owned.flags.writeable = False
+    frozen = np.frombuffer(np.arange(4.0).tobytes(), np.float64)
+    for v in (owned, frozen):
+        assert np.shares_memory(np.asarray(tracer.Array(v)), v)
+        assert np.shares_memory(np.asarray(lax.reshape(v, (2, 2))), v)

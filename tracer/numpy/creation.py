@@ -9,7 +9,8 @@ import numpy as np
 
 import lax
 from tracer import dtypes
-from tracer.core import Array, Tracer, get_aval, to_numpy
+from tracer import core
+from tracer.core import Array, ShapedArray, Tracer, get_aval, to_numpy
 from tracer.numpy.util import as_operand
 
 
@@ -624,10 +625,11 @@ def from_dlpack(x, /, *, device=None, copy=None):
     arr = np.from_dlpack(x, copy=copy)
     if dtypes.canonicalize_dtype(arr.dtype) == arr.dtype:
         if not copy:
-            # a read-only view shares the producer's memory (Array copies writable
-            # NumPy arrays) and leaves the producer's own array writable
+            # a read-only view shares the producer's memory (Array() copies memory a
+            # caller can still write) and leaves the producer's own array writable
             arr = arr.view()
             arr.flags.writeable = False
+            return core._new_array(arr, ShapedArray(arr.shape, arr.dtype))
         return Array(arr)
     if copy is False:
         raise BufferError(f"from_dlpack: dtype {arr.dtype} needs a conversion (a copy) to "
