@@ -43,10 +43,16 @@ def _check_callable(fun, who):
 def _check_arg(x, fname, path=""):
     if isinstance(x, (Tracer, Array)):
         return x
-    if isinstance(x, (np.ndarray, np.generic, bool, int, float, complex)):
+    # (vmap's paths say "argument x" themselves)
+    where = path if path.startswith("argument") else f"argument{' ' + path if path else ''}"
+    if isinstance(x, (np.ndarray, np.generic)):
+        if not dtypes.is_supported(x.dtype):
+            raise dtypes.unsupported_array(fname, where, x)
+        return x
+    if isinstance(x, (bool, int, float, complex)):
         return x
     if not valid_jaxtype(x):
-        raise TypeError(f"{fname}: argument{' ' + path if path else ''} of type "
+        raise TypeError(f"{fname}: {where} of type "
                         f"{type(x).__name__} is not a valid array type (expected an Array, a "
                         "NumPy array or a Python scalar); mark it static if it is not data")
     return x
@@ -81,7 +87,8 @@ def _flatten_args(fname, args, kwargs=None, positions=None):
     leaves, treedef = tree_flatten(tree)
     for x in leaves:
         if type(x) not in _PLAIN_LEAVES and not isinstance(
-                x, (Tracer, Array, np.ndarray, np.generic, bool, int, float, complex)):
+                x, (Tracer, Array, np.ndarray, np.generic, bool, int, float, complex)) or \
+                isinstance(x, (np.ndarray, np.generic)) and not dtypes.is_supported(x.dtype):
             pairs, treedef = tree_flatten_with_path(tree)
             return [_check_arg(x, fname, _arg_path(path, positions))
                     for path, x in pairs], treedef
@@ -1252,20 +1259,23 @@ class JitWrapped:
             # the common call (arrays, positionally, nothing static): its tree depends on
             # the number of arguments only, and each leaf's aval is read directly
             tree = self._flat_trees.get(nargs)
-            if tree is not None and all(type(a) in _PLAIN_LEAVES for a in args):
-                leaves = list(args)
-                avals = tuple(a.aval if type(a) is Array else
-                              ShapedArray(a.shape, dtypes.canonicalize_dtype(a.dtype), False)
-                              for a in leaves)
-                key = (tree, avals, (), (), nargs, config.enable_x64)
-                return key, leaves, tree, (), (), (), nargs
-            # pytrees of arrays met before: their structure checked by generated code
-            for tree, match in self._matchers.get(nargs, ()):
-                leaves = match(args)
-                if leaves is not None:
-                    avals = tuple(a.aval if type(a) is Array else get_aval(a) for a in leaves)
+            try:    # (an unsupported dtype: the general path below names it)
+                if tree is not None and all(type(a) in _PLAIN_LEAVES for a in args):
+                    leaves = list(args)
+                    avals = tuple(a.aval if type(a) is Array else ShapedArray(
+                        a.shape, dtypes.canonicalize_dtype(a.dtype), False) for a in leaves)
                     key = (tree, avals, (), (), nargs, config.enable_x64)
                     return key, leaves, tree, (), (), (), nargs
+                # pytrees of arrays met before: their structure checked by generated code
+                for tree, match in self._matchers.get(nargs, ()):
+                    leaves = match(args)
+                    if leaves is not None:
+                        avals = tuple(a.aval if type(a) is Array else get_aval(a)
+                                      for a in leaves)
+                        key = (tree, avals, (), (), nargs, config.enable_x64)
+                        return key, leaves, tree, (), (), (), nargs
+            except TypeError:
+                pass
         fname = self.__name__
         snums = _normalize_argnums(tuple(i for i in self.static_argnums if -nargs <= i < nargs),
                                    nargs) if nargs else ()

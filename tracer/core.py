@@ -799,6 +799,8 @@ def eval_primitive(primitive, args, params):
             avals.append(av)
             vals.append(a._value)
         else:
+            if isinstance(a, (np.ndarray, np.generic)) and not dtypes.is_supported(a.dtype):
+                raise dtypes.unsupported_array(primitive.name, f"operand {len(vals)}", a)
             avals.append(get_aval(a))
             v = to_numpy(a)
             vals.append(v)

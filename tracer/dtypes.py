@@ -148,6 +148,20 @@ def default_complex_dtype() -> np.dtype:
     return complex128 if config.enable_x64 else complex64
 
 
+def is_supported(dtype) -> bool:
+    """Whether arrays of ``dtype`` (a NumPy dtype) are tracer values."""
+    return dtype in _SUPPORTED or dtype == float0 or (_sync() and dtype in _SUPPORTED)
+
+
+def unsupported_array(fname: str, where: str, x) -> TypeError:
+    """The error for a NumPy array (or scalar) ``x`` of a dtype outside tracer's set,
+    passed to ``fname`` as ``where``."""
+    return TypeError(f"{fname}: {where} is an array of shape {tuple(np.shape(x))} and dtype "
+                     f"{np.asarray(x).dtype}, which tracer does not support (arrays hold one "
+                     f"of {', '.join(SUPPORTED_NAMES)}): convert it first, e.g. with "
+                     "x.astype(numpy.float32)")
+
+
 def canonicalize_dtype(dtype) -> np.dtype:
     """The dtype arrays of ``dtype`` get: 64-bit types become 32-bit without enable_x64.
 

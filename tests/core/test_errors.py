@@ -172,3 +172,45 @@ def test_tracer_from_an_outer_transformation_used_in_a_finished_inner_one():
 def test_lax_errors_name_the_op_and_shapes(call, pattern):
     with pytest.raises((TypeError, ValueError), match=pattern):
         call()
+
+
+_OBJ = np.array([1.0, 2.0], dtype=object)
+
+
+@pytest.mark.parametrize("call, pattern", [
+    (lambda: tnp.sin(_OBJ), r"sin: argument 0 is an array of shape \(2,\) and dtype object"),
+    (lambda: tnp.add(1.0, _OBJ), r"add: argument 1 is an array of shape \(2,\) and dtype obj"),
+    (lambda: tnp.sum(np.array(["x"])), r"sum: an argument is an array of shape \(1,\) and "
+                                       r"dtype <U1"),
+    (lambda: tnp.reshape(_OBJ, (2,)), r"reshape: an argument .* dtype object"),
+    (lambda: lax.add(_OBJ, _OBJ), r"add: operand 0 is an array of shape \(2,\) and dtype obj"),
+    (lambda: tracer.jit(lambda x: x + 1)(_OBJ), r"jit\(<lambda>\): argument 0 is an array of "
+                                                r"shape \(2,\) and dtype object"),
+    (lambda: tracer.jit(lambda t: t[0])([np.ones(2), _OBJ]),
+     r"jit\(<lambda>\): argument 0\[1\] is an array of shape \(2,\) and dtype object"),
+    (lambda: tracer.grad(lambda x: x.sum())(_OBJ), r"grad of <lambda>: argument 0 is an array"),
+    (lambda: tracer.vmap(lambda x: x)(_OBJ), r"vmap\(<lambda>\): argument x is an array of "
+                                             r"shape \(2,\) and dtype object"),
+    (lambda: tnp.sin(np.longdouble(1.0)) if np.dtype(np.longdouble).itemsize > 8 else
+     tnp.sin(np.array([1], dtype="U1")), r"sin: argument 0 is an array of shape .* and dtype"),
+])
+def test_unsupported_numpy_dtypes_name_the_function_shape_and_fix(call, pattern):
+    """A NumPy argument of a dtype outside tracer's set (object, strings, float128)
+    is a TypeError naming the function, the argument, its shape and dtype, the supported
+    dtypes and the conversion to make."""
+    with pytest.raises(TypeError, match=pattern) as info:
+        call()
+    assert "float32" in str(info.value) and ".astype(" in str(info.value)
+
+
+def test_a_jit_fast_path_met_before_still_names_an_unsupported_dtype():
+    f = tracer.jit(lambda x, t: x + t[0])
+    f(np.ones(2), [np.ones(2)])               # (the plain-array and matcher paths exist)
+    f(np.ones(2), [np.ones(2)])
+    with pytest.raises(TypeError, match=r"jit\(<lambda>\): argument 1\[0\] is an array of "
+                                        r"shape \(2,\) and dtype object"):
+        f(np.ones(2), [_OBJ])
+    g = tracer.jit(lambda x: x * 2)
+    g(np.ones(2))
+    with pytest.raises(TypeError, match=r"jit\(<lambda>\): argument 0 is an array .* object"):
+        g(_OBJ)

@@ -14,8 +14,11 @@ _PY_SCALARS = (bool, int, float, complex)
 
 
 def check_arraylike(fname: str, *args):
-    """TypeError naming ``fname`` unless every argument is array-like."""
+    """TypeError naming ``fname`` unless every argument is array-like (and every NumPy
+    one of a supported dtype)."""
     for i, a in enumerate(args):
+        if isinstance(a, (np.ndarray, np.generic)) and not dtypes.is_supported(a.dtype):
+            raise dtypes.unsupported_array(fname, f"argument {i}", a)
         if not is_arraylike(a):
             raise TypeError(f"{fname} requires array-like arguments (Array, NumPy array or "
                             f"Python scalar); argument {i} is {describe(a)}: convert it with "
@@ -43,6 +46,8 @@ def as_operand(x, fname="tracer.numpy"):
         return array(x)
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{fname}: {type(x).__name__} {x!r} is not a valid array argument")
+    if isinstance(x, (np.ndarray, np.generic)) and not dtypes.is_supported(x.dtype):
+        raise dtypes.unsupported_array(fname, "an argument", x)
     try:
         return Array(to_numpy(x))
     except TypeError:
