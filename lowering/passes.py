@@ -417,3 +417,125 @@ def fold_transposed_operands(closed: ClosedJaxpr) -> ClosedJaxpr:
         eqns.append(e)
     return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars),
                        closed.consts)
+
+
+# ------------------------------------- scan accumulations -------------------------------------
+
+# Stacked operands a hoisted accumulation may keep, in bytes (both together).
+HOIST_MAX_BYTES = 64 << 20
+
+
+def hoist_scan_products(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """A scan carry that only accumulates products, ``c = c + dot_general(x, y)``, becomes
+    one product after the loop: the scan returns ``x`` and ``y`` of every iteration
+    stacked (an ``xs`` operand is used as it is), and ``c = c_init + dot_general(X, Y)``
+    contracts the iteration axis besides ``x``'s and ``y``'s own contracting dims.
+
+    This is the weight gradient of a recurrent network: the reverse scan of ``grad``
+    adds an outer product of two vectors into a matrix at every step (128x128 floats
+    read and written per step), where one matrix product after the loop does the same
+    work at BLAS speed. Applied where the carry is used by that add alone, the product's
+    result is at least twice the size of its two operands together, both operands vary
+    per iteration (each depends on a carry or an ``xs``), the dtype is a float, the scan runs
+    at least once and the stacked operands take at most ``HOIST_MAX_BYTES``. The sum's
+    order changes: the result differs from the loop's by rounding, as any reassociated
+    float sum (an all-zero sum's sign included: the product adds to +0.0)."""
+    jaxpr = closed.jaxpr
+    eqns, changed = [], False
+    for eqn in jaxpr.eqns:
+        rep = _hoist_scan(eqn) if eqn.primitive.name == "scan" else None
+        if rep is None:
+            eqns.append(eqn)
+        else:
+            eqns.extend(rep)
+            changed = True
+    if not changed:
+        return closed
+    return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars),
+                       closed.consts)
+
+
+def _hoist_scan(eqn):
+    """The equations replacing scan ``eqn`` with its product accumulations hoisted, or
+    None."""
+    if is_effectful(eqn):
+        return None
+    p = eqn.params
+    body, nc, nk, length = cse(p["jaxpr"]), p["num_consts"], p["num_carry"], p["length"]
+    bj = body.jaxpr
+    if length < 1:
+        return None
+    carry_in, carry_out = bj.invars[nc:nc + nk], bj.outvars[:nk]
+    xs_in = bj.invars[nc + nk:]
+    varying = set(carry_in) | set(xs_in)      # vars that change from one iteration to the next
+    for e in bj.eqns:
+        if any(isinstance(a, Var) and a in varying for a in e.invars):
+            varying.update(e.outvars)
+    uses: dict = {}
+    for e in bj.eqns:
+        for a in e.invars:
+            if isinstance(a, Var):
+                uses[a] = uses.get(a, 0) + 1
+    for a in bj.outvars:
+        if isinstance(a, Var):
+            uses[a] = uses.get(a, 0) + 1
+    producer = {v: e for e in bj.eqns for v in e.outvars}
+    hoisted = {}        # carry index -> (add eqn, dot eqn)
+    for k, (cin, cout) in enumerate(zip(carry_in, carry_out)):
+        add = producer.get(cout) if isinstance(cout, Var) else None
+        if add is None or add.primitive.name not in ("add", "add_any") or uses.get(cin) != 1:
+            continue
+        a, b = add.invars
+        t = b if a is cin else a if b is cin else None
+        dot = producer.get(t) if isinstance(t, Var) else None
+        if dot is None or dot.primitive.name != "dot_general":
+            continue
+        x, y = dot.invars
+        aval = cin.aval
+        if not (isinstance(x, Var) and isinstance(y, Var)) or x not in varying or \
+                y not in varying or x is cin or y is cin:
+            continue
+        if not (t.aval.shape == aval.shape == add.outvars[0].aval.shape and
+                t.aval.dtype == aval.dtype == add.outvars[0].aval.dtype and
+                np.dtype(aval.dtype).kind == "f" and not dtypes.is_lowp(aval.dtype)):
+            continue
+        sx, sy = x.aval.size, y.aval.size
+        if aval.size < 2 * (sx + sy) or \
+                length * (sx + sy) * np.dtype(aval.dtype).itemsize > HOIST_MAX_BYTES:
+            continue
+        hoisted[k] = (add, dot)
+    if not hoisted:
+        return None
+    adds = {id(add) for add, _ in hoisted.values()}
+    keep = [k for k in range(nk) if k not in hoisted]
+    stacked_of: dict = {}     # body var -> outer var holding it stacked (xs operands)
+    for v, outer in zip(xs_in, eqn.invars[nc + nk:]):
+        stacked_of.setdefault(v, outer)
+    new_ys = []               # body vars the scan returns stacked, besides its own ys
+    for add, dot in hoisted.values():
+        for v in dot.invars:
+            if v not in stacked_of and v not in new_ys:
+                new_ys.append(v)
+    for v in new_ys:
+        stacked_of[v] = Var(ShapedArray((length,) + tuple(v.aval.shape), v.aval.dtype))
+    new_body = dce(ClosedJaxpr(Jaxpr(
+        bj.constvars, bj.invars[:nc] + [carry_in[k] for k in keep] + xs_in,
+        [e for e in bj.eqns if id(e) not in adds],
+        [carry_out[k] for k in keep] + bj.outvars[nk:] + new_ys), body.consts))
+    outs = eqn.outvars
+    scan = JaxprEqn(eqn.primitive,
+                    eqn.invars[:nc] + [eqn.invars[nc + k] for k in keep] + eqn.invars[nc + nk:],
+                    dict(p, jaxpr=new_body, num_carry=len(keep)),
+                    [outs[k] for k in keep] + outs[nk:] + [stacked_of[v] for v in new_ys])
+    rep = [scan]
+    for k, (add, dot) in hoisted.items():
+        if type(outs[k]) is DropVar:
+            continue
+        (lc, rc), (lb, rb) = dot.params["dimension_numbers"]
+        dn = (((0,) + tuple(d + 1 for d in lc), (0,) + tuple(d + 1 for d in rc)),
+              (tuple(d + 1 for d in lb), tuple(d + 1 for d in rb)))
+        acc = Var(dot.outvars[0].aval)
+        rep.append(JaxprEqn(dot.primitive, [stacked_of[v] for v in dot.invars],
+                            dict(dot.params, dimension_numbers=dn), [acc]))
+        rep.append(JaxprEqn(add.primitive, [eqn.invars[nc + k], acc], add.params, [outs[k]]))
+    return rep

@@ -8,6 +8,7 @@
       -> simplify         exact algebraic identities (x * 1, x - 0, no-op reshapes...)
       -> swap_transposed_dots   transpose(dot(a, b)) -> dot(b, a)
       -> fold_transposed_operands   dot(transpose(a), b) -> dot(a, b), dims mapped
+      -> hoist_scan_products   a scan carry c += dot(x, y) -> one dot of the stacked x, y
       -> dce              drop what the previous passes made dead
       -> fuse             group equations into kernels / library calls / host steps
       -> flatten          element-wise kernels over contiguous arrays: one flat loop
@@ -36,6 +37,7 @@ JAXPR_PASSES = (
     passes.simplify,
     passes.swap_transposed_dots,
     passes.fold_transposed_operands,
+    passes.hoist_scan_products,
     passes.dce,
 )
 

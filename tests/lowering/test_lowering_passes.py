@@ -354,3 +354,101 @@ def test_functions_numpy_runs_faster_are_host_steps_on_large_arrays(dt):
     assert any(isinstance(s, ir.HostStep) for s in lower(f, big).steps)
     verify.check_program(prog)
     np.testing.assert_array_equal(np.asarray(tracer.jit(f)(big)), np.asarray(f(big)))
+
+
+def _scans(closed):
+    return [e for e in closed.jaxpr.eqns if e.primitive.name == "scan"]
+
+
+def _rnn_loss(w, u, xs, h0):
+    h, _ = lax.scan(lambda h, x: (tnp.tanh(w @ h + u @ x), None), h0, xs)
+    return tnp.sum(h * h)
+
+
+def test_scan_weight_gradients_become_one_product_after_the_loop():
+    """grad of a recurrent network: the reverse scan adds an outer product into the
+    weight gradients at every step; after hoist_scan_products it carries only the hidden
+    state's cotangent and one dot_general per weight contracts the stacked vectors over
+    the steps. Values: eager's and a NumPy loop's, to rounding (the sum's order)."""
+    rng = np.random.default_rng(5)
+    w, u = rng.normal(size=(16, 16)) / 4, rng.normal(size=(16, 3))
+    xs, h0 = rng.normal(size=(20, 3)), rng.normal(size=16)
+    vg = tracer.value_and_grad(_rnn_loss, argnums=(0, 1, 3))
+    closed = closed_of(vg, w, u, xs, h0)
+    opt = pipeline.optimize(closed)
+    back = [e for e in _scans(opt) if e.params["reverse"]]
+    assert [e.params["num_carry"] for e in back] == [1]        # (was 3: dW, dU, dh)
+    after = opt.jaxpr.eqns[opt.jaxpr.eqns.index(back[0]) + 1:]
+    dots = [e.params["dimension_numbers"] for e in after if e.primitive.name == "dot_general"]
+    assert len(dots) == 2 and all(0 in lc and 0 in rc for (lc, rc), _ in dots)
+    got = tracer.jit(vg)(w, u, xs, h0)
+    want = vg(w, u, xs, h0)
+    for g, e in zip(tracer.tree_util.tree_leaves(got), tracer.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-12, atol=1e-13)
+    hs = [h0]
+    for x in xs:
+        hs.append(np.tanh(w @ hs[-1] + u @ x))
+    dh, dw = 2 * hs[-1], np.zeros_like(w)
+    for t in range(len(xs) - 1, -1, -1):
+        da = dh * (1 - hs[t + 1] ** 2)
+        dw += np.outer(da, hs[t])
+        dh = w.T @ da
+    np.testing.assert_allclose(np.asarray(got[1][0]), dw, rtol=1e-12, atol=1e-13)
+
+
+_A = np.random.default_rng(6).normal(size=(7, 5))
+_B = np.random.default_rng(7).normal(size=(7, 4))
+
+
+def _outer(x, y):      # (a dot_general, as grad's transposes make them)
+    return x[:, None] @ y[None, :]
+
+
+def _batched(x, y):    # (2, 5) x (2, 4) -> (2, 5, 4): batch dim 0, no contraction
+    return lax.dot_general(x, y, (((), ()), ((0,), (0,))))
+
+
+@pytest.mark.parametrize("f, hoisted", [
+    # dot + c (the add's operands swapped), forward
+    (lambda a, b: lax.scan(lambda c, xy: (_outer(xy[0], xy[1]) + c, None),
+                           tnp.zeros((5, 4)), (a, b))[0], True),
+    # reverse, operands computed in the body, a second carry that stays, ys kept
+    (lambda a, b: lax.scan(lambda c, xy: ((c[0] + _outer(tnp.sin(xy[0]), xy[1] * 2),
+                                            c[1] * 0.5 + xy[1]), xy[1].sum()),
+                           (tnp.ones((5, 4)), tnp.zeros(4)), (a, b), reverse=True), True),
+    # a batched product and a length-1 scan
+    (lambda a, b: lax.scan(lambda c, xy: (c + _batched(tnp.stack([xy[0], -xy[0]]),
+                                                       tnp.stack([xy[1], xy[1]])), None),
+                           tnp.zeros((2, 5, 4)), (a[:1], b[:1]))[0], True),
+    # the result unused (DropVar): the loop's other output stays right
+    (lambda a, b: lax.scan(lambda c, xy: ((c[0] + _outer(xy[0], xy[1]), c[1] + 1.0),
+                                          None), (tnp.zeros((5, 4)), 0.0), (a, b))[0][1],
+     True),
+    # the carry is read elsewhere in the body: the loop keeps it
+    (lambda a, b: lax.scan(lambda c, xy: (c + _outer(xy[0], xy[1]), c.sum()),
+                           tnp.zeros((5, 4)), (a, b)), False),
+    # one operand is loop-invariant (a const of the body): the loop keeps it
+    (lambda a, b: lax.scan(lambda c, y: (c + _outer(a[0], y), None),
+                           tnp.zeros((5, 4)), b)[0], False),
+    # an inner product: smaller than its operands
+    (lambda a, b: lax.scan(lambda c, xy: (c + xy[0] @ xy[0], None), 0.0, (a, b))[0], False),
+    # a scan that never runs
+    (lambda a, b: lax.scan(lambda c, xy: (c + _outer(xy[0], xy[1]), None),
+                           tnp.full((5, 4), -0.0), (a[:0], b[:0]))[0], False),
+    # integers: exact either way, left alone
+    (lambda a, b: lax.scan(lambda c, xy: (c + _outer(xy[0], xy[1]), None),
+                           tnp.zeros((5, 4), tnp.int32),
+                           ((a * 3).astype(tnp.int32), (b * 3).astype(tnp.int32)))[0], False),
+])
+def test_hoist_scan_products_applies_only_where_it_may_and_keeps_values(f, hoisted):
+    closed = closed_of(f, _A, _B)
+    after = passes.hoist_scan_products(closed)
+    assert (after is not closed) == hoisted
+    got = eval_jaxpr(after.jaxpr, after.consts, _A, _B)
+    want = eval_jaxpr(closed.jaxpr, closed.consts, _A, _B)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-13, atol=1e-13)
+        assert np.asarray(g).dtype == np.asarray(e).dtype
+    for g, e in zip(tracer.tree_util.tree_leaves(tracer.jit(f)(_A, _B)),
+                    tracer.tree_util.tree_leaves(f(_A, _B))):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-13, atol=1e-13)
