@@ -312,8 +312,8 @@ def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
 
 # ------------------------------------ transposed dots ---------------------------------------
 
-def swap_transposed_dots(closed: ClosedJaxpr) -> ClosedJaxpr:
-    jaxpr = closed.jaxpr
+def _use_counts(jaxpr: Jaxpr) -> dict:
+    """var -> how many times the equations and the outputs of ``jaxpr`` read it."""
     uses: dict = {}
     for e in jaxpr.eqns:
         for a in e.invars:
@@ -322,6 +322,12 @@ def swap_transposed_dots(closed: ClosedJaxpr) -> ClosedJaxpr:
     for v in jaxpr.outvars:
         if isinstance(v, Var):
             uses[v] = uses.get(v, 0) + 1
+    return uses
+
+
+def swap_transposed_dots(closed: ClosedJaxpr) -> ClosedJaxpr:
+    jaxpr = closed.jaxpr
+    uses = _use_counts(jaxpr)
     producer = {e.outvars[0]: e for e in jaxpr.eqns if len(e.outvars) == 1}
     replace: dict = {}      # id(dot eqn) -> None (dropped); id(transpose eqn) -> new eqn
     for e in jaxpr.eqns:
@@ -471,14 +477,7 @@ def _hoist_scan(eqn):
     for e in bj.eqns:
         if any(isinstance(a, Var) and a in varying for a in e.invars):
             varying.update(e.outvars)
-    uses: dict = {}
-    for e in bj.eqns:
-        for a in e.invars:
-            if isinstance(a, Var):
-                uses[a] = uses.get(a, 0) + 1
-    for a in bj.outvars:
-        if isinstance(a, Var):
-            uses[a] = uses.get(a, 0) + 1
+    uses = _use_counts(bj)
     producer = {v: e for e in bj.eqns for v in e.outvars}
     hoisted = {}        # carry index -> (add eqn, dot eqn)
     for k, (cin, cout) in enumerate(zip(carry_in, carry_out)):
