@@ -173,10 +173,10 @@ def eager_binary(p: Primitive, fname: str, x, y, kinds: str = "fciu",
 
 
 # An eager_binary_op's plans: {(key of x, key of y): (the function to call, the result's
-# aval, its dtype, whether to call it with floating-point errors ignored, the operands'
-# avals)}. An Array's key is the id of its aval, kept alive by the entry (so the id cannot
-# name another aval meanwhile); a Python float's key is ``float``. Filled by
-# ``eager_binary``, read by the op.
+# aval, its dtype, how to call it (``_quiet_kind``), its weak type, the operands' avals)}.
+# An Array's key is the id of its aval, kept alive by the entry (so the id cannot name
+# another aval meanwhile); a Python float's key is ``float``. Filled by ``eager_binary``,
+# read by the op.
 
 # Python floats go to a ufunc as they are only where NumPy gives them the array's dtype
 # (NEP 50), as the weak-typed scalar does.
@@ -196,8 +196,16 @@ def _remember_fast_plan(plans, x, y, fn, out_aval, quiet):
         quiet = True        # (the conversion rounds 1e40 to inf without a warning)
     if len(plans) >= 1024:
         plans.clear()
-    plans[(_fast_key(x), _fast_key(y))] = (fn, out_aval, out_aval.dtype, quiet,
-                                           getattr(x, "_aval", None), getattr(y, "_aval", None))
+    plans[(_fast_key(x), _fast_key(y))] = (
+        fn, out_aval, out_aval.dtype, _quiet_kind(fn, quiet), out_aval.weak_type,
+        (getattr(x, "_aval", None), getattr(y, "_aval", None)))
+
+
+def _quiet_kind(fn, quiet: bool) -> int:
+    """How a remembered plan calls ``fn``: 0 as it is; 2, a NumPy ufunc, in this thread's
+    quiet context (``core.quiet_run``); 1, any other function needing its errors ignored,
+    under a switch of the error state."""
+    return 0 if not quiet else 2 if type(fn) is np.ufunc else 1
 
 
 def _float_as_0d(fn, first: bool, dt):
@@ -216,15 +224,18 @@ def eager_binary_op(p: Primitive, fname: str, general: Callable, kinds: str = "f
     applies) with the eager fast path in front. Two concrete Arrays, or a concrete Array
     and a Python float, with no transformation active, go to ``eager_binary`` the first
     time their avals meet, which remembers the plan in this op's own table; the next
-    time the remembered impl runs at once under one error-state switch. The result is
+    time the remembered impl runs at once with floating-point errors ignored (a ufunc in
+    this thread's quiet context, ``core.quiet_run``; another impl under one error-state
+    switch). The result is
     the general path's (the same impl, the same aval); anything else -- another operand
     type, an active trace, an impl result of another type or dtype -- takes
     ``general``. ``swap``: the function computes ``p(y, x)`` (a reflected operator,
     ``__radd__``)."""
     plans: dict = {}
     get = plans.get
-    ndarray, new_array = np.ndarray, core._new_array
+    ndarray, new = np.ndarray, Array.__new__
     cv, qc = _extobj_contextvar, core._quiet
+    local, quiet_run = core._quiet_contexts, core.quiet_run
 
     def op(x, y, /):
         if swap:
@@ -245,8 +256,14 @@ def eager_binary_op(p: Primitive, fname: str, general: Callable, kinds: str = "f
         else:
             plan = None
         if plan is not None and not core._dynamic_trace.level:
-            fn, out_aval, dt = plan[0], plan[1], plan[2]
-            if plan[3]:     # (core.call_impl inline: the call took 1.2 -> 1.56 us an add)
+            fn, out_aval, dt, q, weak, _ = plan
+            if q == 2:
+                try:
+                    run = local.run
+                except AttributeError:
+                    run = quiet_run()
+                o = run(fn, vx, vy)
+            elif q:     # (core.call_impl inline: the call took 1.2 -> 1.56 us an add)
                 token = cv.set(qc[1] if cv.get() is qc[0] else core.ignoring_fp_errors())
                 try:
                     o = fn(vx, vy)
@@ -255,7 +272,11 @@ def eager_binary_op(p: Primitive, fname: str, general: Callable, kinds: str = "f
             else:
                 o = fn(vx, vy)
             if type(o) is ndarray and o.dtype is dt:
-                return new_array(o, out_aval)
+                # (core._new_array inline: a call less per operation)
+                o.setflags(False)
+                a = new(Array)
+                a._value, a._weak_type, a._aval = o, weak, out_aval
+                return a
             return core.impl_result(p, o, out_aval)
         out = eager_binary(p, fname, x, y, kinds, plans)
         if out is not None:
@@ -273,11 +294,12 @@ def eager_unary_op(p: Primitive, general: Callable, kinds: str) -> Callable:
     """``general`` (a jax.numpy function of one operand that is ``p.bind(x)`` for an
     Array ``x`` whose dtype's kind is in ``kinds``: no promotion, no params) with the
     eager fast path in front: a concrete Array with no transformation active runs the
-    impl of ``core.eval_plan`` at once under one error-state switch, remembered per aval
-    object (as ``eager_binary_op``). Anything else takes ``general``."""
+    impl of ``core.eval_plan`` at once with floating-point errors ignored, remembered per
+    aval object (as ``eager_binary_op``). Anything else takes ``general``."""
     plans: dict = {}
-    ndarray, new_array = np.ndarray, core._new_array
+    ndarray, new = np.ndarray, Array.__new__
     cv, qc = _extobj_contextvar, core._quiet
+    local, quiet_run = core._quiet_contexts, core.quiet_run
 
     def op(x, /):
         if type(x) is not Array or core._dynamic_trace.level:
@@ -294,9 +316,15 @@ def eager_unary_op(p: Primitive, general: Callable, kinds: str) -> Callable:
                 return general(x)
             if len(plans) >= 1024:
                 plans.clear()
-            plan = plans[id(ax)] = (fn, out_aval, out_aval.dtype, quiet, ax)
-        fn, out_aval, dt = plan[0], plan[1], plan[2]
-        if plan[3]:         # (core.call_impl inline, as in eager_binary_op)
+            plan = plans[id(ax)] = (fn, out_aval, out_aval.dtype, _quiet_kind(fn, quiet), ax)
+        fn, out_aval, dt, q, _ = plan
+        if q == 2:
+            try:
+                run = local.run
+            except AttributeError:
+                run = quiet_run()
+            o = run(fn, x._value)
+        elif q:         # (core.call_impl inline, as in eager_binary_op)
             token = cv.set(qc[1] if cv.get() is qc[0] else core.ignoring_fp_errors())
             try:
                 o = fn(x._value)
@@ -305,7 +333,10 @@ def eager_unary_op(p: Primitive, general: Callable, kinds: str) -> Callable:
         else:
             o = fn(x._value)
         if type(o) is ndarray and o.dtype is dt:
-            return new_array(o, out_aval)
+            o.setflags(False)       # (core._new_array inline, as in eager_binary_op)
+            a = new(Array)
+            a._value, a._weak_type, a._aval = o, out_aval.weak_type, out_aval
+            return a
         return core.impl_result(p, o, out_aval)
 
     op.__name__ = getattr(general, "__name__", p.name)

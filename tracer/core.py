@@ -13,8 +13,10 @@ array operations (``+``, ``sum``, ``reshape``...) are attached once, for both cl
 """
 from __future__ import annotations
 
+import contextvars
 import math
 import operator
+import threading
 from contextlib import contextmanager
 from typing import Callable
 
@@ -726,6 +728,24 @@ try:    # NumPy >= 2: the floating-point error state is a context variable ("ext
 except ImportError:     # another layout: impls enter np.errstate themselves
     extobj_contextvar = None
 _quiet = [None, None]   # [the state it was made from, the same state ignoring all errors]
+_quiet_contexts = threading.local()
+
+
+def quiet_run():
+    """This thread's ``run`` of a context in which NumPy ignores every floating-point
+    error: ``quiet_run()(ufunc, *arrays)`` calls a NumPy ufunc that way (0.03 us more than
+    the bare call, where setting and resetting the error state costs 0.25 us: an eager
+    ``x + y`` costs 1 us). Only for a ufunc on plain ndarrays, which runs no Python code:
+    code running inside would see the quiet state, and calling this again from there
+    would find the context entered already (RuntimeError)."""
+    run = getattr(_quiet_contexts, "run", None)
+    if run is None:
+        token = extobj_contextvar.set(_make_extobj(all="ignore"))
+        try:
+            run = _quiet_contexts.run = contextvars.copy_context().run
+        finally:
+            extobj_contextvar.reset(token)
+    return run
 
 
 def ignoring_fp_errors():

@@ -385,3 +385,47 @@ def test_eager_matmul_follows_enable_x64():
     finally:
         tracer.config.update("enable_x64", True)
     assert (a @ a).dtype == np.float64
+
+
+def test_remembered_plans_run_ufuncs_quietly_on_every_thread():
+    """A remembered plan calls a NumPy ufunc in its thread's quiet context
+    (``core.quiet_run``): overflow, 0/0 and log(-1) give IEEE values without a warning or a
+    FloatingPointError under a user's ``np.errstate(all="raise")``, call after call, and
+    the user's state is in force again right after; four threads doing the same on large
+    arrays (the ufuncs release the GIL) each enter their own context."""
+    import threading
+    import warnings
+    big = jnp.asarray(np.array([3e38, -3e38, 1.0, 0.0], np.float32))
+    zero = jnp.asarray(np.zeros(4, np.float32))
+    for _ in range(3):                       # first meeting, then the remembered plans
+        with np.errstate(all="raise"), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            s, m, d, lg, ng = big + big, big * 10.0, zero / zero, jnp.log(-big), -big
+            with pytest.raises(FloatingPointError):
+                np.float32(3e38) * np.float32(10)
+        np.testing.assert_array_equal(np.asarray(s), [np.inf, -np.inf, 2.0, 0.0])
+        np.testing.assert_array_equal(np.asarray(m), [np.inf, -np.inf, 10.0, 0.0])
+        assert np.isnan(np.asarray(d)).all() and np.isnan(np.asarray(lg)[0])
+        assert not np.asarray(s).flags.writeable
+    x = jnp.asarray(np.linspace(-1e38, 3e38, 1 << 18).astype(np.float32))
+    want = np.asarray(x + x), np.asarray(jnp.exp(x))
+    errors, results = [], []
+
+    def work():
+        try:
+            with np.errstate(all="raise"):
+                for _ in range(20):
+                    got = x + x, jnp.exp(x)
+            results.append(got)
+        except Exception as e:          # (a context entered twice: RuntimeError)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 4
+    for got in results:
+        for g, w in zip(got, want):
+            assert np.asarray(g).tobytes() == w.tobytes()
