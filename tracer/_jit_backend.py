@@ -17,7 +17,7 @@ import numpy as np
 
 from tracer import dtypes
 from tracer.config import config
-from tracer.core import Array, Token, _new_array, may_change, memory_owner, new_base_main
+from tracer.core import Array, Token, may_change, memory_owner, new_base_main, to_numpy
 from tracer.jaxpr import ClosedJaxpr, Literal, _Namer, _pp_eqn
 
 logger = logging.getLogger("tracer")
@@ -109,19 +109,26 @@ def run(closed: ClosedJaxpr, args, name: str):
     return outs
 
 
-def run_arrays(closed: ClosedJaxpr, args, name: str, out_avals=None):
-    """``run``, returning Arrays with the jaxpr's output avals (weak types included), or
-    with ``out_avals`` (equal ones: the jit cache's own objects, so that a result passed
-    back in builds a key that compares by identity)."""
-    outs = run(closed, args, name)
+def run_arrays(closed: ClosedJaxpr, leaves, name: str, out_avals=None):
+    """``run`` on the values of ``leaves`` (Arrays, NumPy arrays, scalars), returning
+    Arrays with the jaxpr's output avals (weak types included), or with ``out_avals``
+    (equal ones: the jit cache's own objects, so that a result passed back in builds a
+    key that compares by identity)."""
+    args = []
     mutable = None      # owners of the memory of arguments that can still change
-    for a in args:
-        if isinstance(a, np.ndarray) and (a.flags.writeable or
-                                          a.base is not None and may_change(a)):
+    for x in leaves:
+        if type(x) is Array:
+            args.append(x._value)       # (read-only, its memory the Array's)
+            continue
+        a = to_numpy(x)
+        args.append(a)
+        if isinstance(a, np.ndarray) and may_change(a):
             if mutable is None:
                 mutable = set()
             mutable.add(id(memory_owner(a)))
+    outs = run(closed, args, name)
     res = []
+    new = Array.__new__
     for o, aval in zip(outs, out_avals or closed.out_avals):
         if type(o) is not np.ndarray:
             res.append(o if isinstance(o, Token) else Array(o, aval.weak_type))
@@ -131,7 +138,10 @@ def run_arrays(closed: ClosedJaxpr, args, name: str, out_avals=None):
             # an output passing a caller's array through (or a view the program made of
             # it): a copy, so writing to that array later never changes the Array
             o = o.copy()
-        res.append(_new_array(o, aval))
+        o.setflags(False)       # (core._new_array inline: a call less per result)
+        a = new(Array)
+        a._value, a._weak_type, a._aval = o, aval.weak_type, aval
+        res.append(a)
     return res
 
 

@@ -1361,9 +1361,8 @@ class JitWrapped:
             global _jit_backend
             if _jit_backend is None:    # (an import statement per call costs more)
                 from tracer import _jit_backend
-            outs = _jit_backend.run_arrays(
-                traced.jaxpr, [x._value if type(x) is Array else to_numpy(x) for x in leaves],
-                self.__name__, traced.out_avals)
+            outs = _jit_backend.run_arrays(traced.jaxpr, leaves, self.__name__,
+                                           traced.out_avals)
         else:
             outs = jit_p.bind(*traced.hoisted_consts, *leaves, jaxpr=traced.jaxpr,
                               name=self.__name__)
