@@ -440,7 +440,8 @@ def hoist_scan_products(closed: ClosedJaxpr) -> ClosedJaxpr:
     This is the weight gradient of a recurrent network: the reverse scan of ``grad``
     adds an outer product of two vectors into a matrix at every step (128x128 floats
     read and written per step), where one matrix product after the loop does the same
-    work at BLAS speed. Applied where the carry is used by that add alone, the product's
+    work at BLAS speed. Applied where the carry is read by that add alone and the add's
+    result only becomes the carry (nothing else in the body reads either), the product's
     result is at least twice the size of its two operands together, both operands vary
     per iteration (each depends on a carry or an ``xs``), the dtype is a float, the scan runs
     at least once and the stacked operands take at most ``HOIST_MAX_BYTES``. The sum's
@@ -482,8 +483,9 @@ def _hoist_scan(eqn):
     hoisted = {}        # carry index -> (add eqn, dot eqn)
     for k, (cin, cout) in enumerate(zip(carry_in, carry_out)):
         add = producer.get(cout) if isinstance(cout, Var) else None
-        if add is None or add.primitive.name not in ("add", "add_any") or uses.get(cin) != 1:
-            continue
+        if add is None or add.primitive.name not in ("add", "add_any") or \
+                uses.get(cin) != 1 or uses.get(cout) != 1:
+            continue    # (the carry, old or new, read by anything but the accumulation)
         a, b = add.invars
         t = b if a is cin else a if b is cin else None
         dot = producer.get(t) if isinstance(t, Var) else None

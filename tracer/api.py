@@ -1289,15 +1289,18 @@ class JitWrapped:
         if not kwargs and not snums:
             if len(leaves) == nargs and all(type(a) in _PLAIN_LEAVES for a in args):
                 self._flat_trees[nargs] = in_tree
-            elif self._matcher_budget > 0 and all(
-                    t is not in_tree for t, _ in self._matchers.get(nargs, ())):
-                # (a few structures per argument count; a function called with ever new
-                # structures stops making matchers)
-                self._matcher_budget -= 1
-                match = pytree.matcher(in_tree.children[0], _MATCHED_LEAVES)
-                if match is not None:
-                    self._matchers[nargs] = ((in_tree, match),
-                                             *self._matchers.get(nargs, ())[:3])
+            else:
+                # (a few structures per argument count; those made before a node type was
+                # registered are dropped; a function called with ever new structures
+                # stops making matchers)
+                known = tuple((t, m) for t, m in self._matchers.get(nargs, ())
+                              if pytree.matcher_current(m))
+                if self._matcher_budget > 0 and all(t is not in_tree for t, _ in known):
+                    self._matcher_budget -= 1
+                    match = pytree.matcher(in_tree.children[0], _MATCHED_LEAVES)
+                    if match is not None:
+                        known = ((in_tree, match),) + known[:3]
+                self._matchers[nargs] = known
         avals = tuple(x.aval if type(x) is Array else get_aval(x) for x in leaves)
         key = (in_tree, avals, static_pos, static_kw, nargs, config.enable_x64)
         return key, leaves, in_tree, snums, static_pos, static_kw, nargs
@@ -1332,6 +1335,11 @@ class JitWrapped:
             traced = Traced(closed, in_tree, out.tree, self.__name__)
             traced.hoisted_consts = list(consts)
         else:
+            # a NumPy array the function closes over is taken as it is now (JAX's
+            # constants are copied to the device at trace time): the caller's later writes
+            # change neither the results returned nor those of later calls
+            consts = [np.array(c) if isinstance(c, np.ndarray) and core.may_change(c)
+                      else c for c in consts]
             closed = ClosedJaxpr(jaxpr, consts)
             traced = Traced(closed, in_tree, out.tree, self.__name__)
             traced.hoisted_consts = []

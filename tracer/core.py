@@ -488,8 +488,8 @@ class Array:
 
     def __init__(self, value, weak_type: bool = False):
         # Internal: ``value`` is a NumPy array of a supported, canonical dtype.
-        if not isinstance(value, np.ndarray):
-            value = np.asarray(value)
+        if type(value) is not np.ndarray:
+            value = np.asarray(value)       # (an ndarray subclass's view: plain ndarray)
         if value.flags.writeable or value.base is not None and may_change(value):
             # the caller's NumPy array (or a read-only view of memory the caller can
             # still write): copy it (as jax.device_put does), so the Array never changes
@@ -519,7 +519,9 @@ class Array:
         if dtype is None or np.dtype(dtype) == self._value.dtype:
             if copy:
                 return self._value.copy()
-            return self._value
+            # a read-only view: NumPy refuses to make it writable again (the value itself,
+            # owning its memory, could be; JAX refuses too)
+            return self._value.view()
         return self._value.astype(dtype)
 
     def __len__(self):
@@ -677,6 +679,10 @@ def to_numpy(x) -> np.ndarray:
     if isinstance(x, Array):
         return x._value
     if isinstance(x, np.ndarray):
+        if type(x) is not np.ndarray:
+            # (a subclass: np.memmap, np.matrix, a user's; impls would keep it, and its
+            # Python hooks would run inside every ufunc an Array's value goes through)
+            x = np.asarray(x)
         dt = dtypes.canonicalize_dtype(x.dtype)
         return x if dt == x.dtype else x.astype(dt)
     if type(x) in _PY_SCALAR_TYPES:
@@ -735,9 +741,11 @@ def quiet_run():
     """This thread's ``run`` of a context in which NumPy ignores every floating-point
     error: ``quiet_run()(ufunc, *arrays)`` calls a NumPy ufunc that way (0.03 us more than
     the bare call, where setting and resetting the error state costs 0.25 us: an eager
-    ``x + y`` costs 1 us). Only for a ufunc on plain ndarrays, which runs no Python code:
-    code running inside would see the quiet state, and calling this again from there
-    would find the context entered already (RuntimeError)."""
+    ``x + y`` costs 1 us). Only for a ufunc on plain ndarrays (an Array's value is one:
+    ``to_numpy`` and ``Array`` take ndarray subclasses' plain views), which runs no
+    Python code of its own. Python code that still runs inside (a finalizer the
+    collector calls) sees the quiet state, and its eager ops find the context entered
+    already (RuntimeError): callers then switch the error state instead."""
     run = getattr(_quiet_contexts, "run", None)
     if run is None:
         token = extobj_contextvar.set(_make_extobj(all="ignore"))

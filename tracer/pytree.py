@@ -418,7 +418,14 @@ def matcher(td: PyTreeDef, leaf_types: frozenset):
         exec("\n".join(lines), g)
     except (SyntaxError, RecursionError, MemoryError):
         return None
-    return g["match"]
+    match = g["match"]
+    match.version = _registry_version[0]    # (``matcher_current`` compares it)
+    return match
+
+
+def matcher_current(match) -> bool:
+    """Whether ``match`` (a ``matcher``) was made after the last node registration."""
+    return match.version == _registry_version[0]
 
 
 def _unflatten(td, it):

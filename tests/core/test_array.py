@@ -56,8 +56,8 @@ def test_immutable():
 def test_array_protocol_does_not_copy():
     x = jnp.arange(6.0)
     a = np.asarray(x)
-    assert a is np.asarray(x) and np.shares_memory(a, np.asarray(x))
-    assert not a.flags.writeable
+    assert np.shares_memory(a, np.asarray(x)) and np.shares_memory(a, x._value)
+    assert not a.flags.writeable      # (a view: see the test below for why not the value)
     assert np.asarray(x, dtype=np.float32).dtype == np.float32
     assert np.array(x, copy=True).flags.writeable
     assert isinstance(np.sin(x), np.ndarray)
@@ -327,3 +327,29 @@ def test_arrays_do_not_alias_memory_the_caller_can_still_write():
     for v in (owned, frozen):
         assert np.shares_memory(np.asarray(tracer.Array(v)), v)
         assert np.shares_memory(np.asarray(lax.reshape(v, (2, 2))), v)
+
+
+def test_numpy_views_of_arrays_and_closed_over_constants_stay_unchanged():
+    """np.asarray of an Array (eager or jit result) is a read-only view NumPy refuses to
+    make writable again (JAX refuses too); a NumPy array a jitted function closes over
+    is taken at trace time, so results returned before and after the caller writes to
+    it keep its values then."""
+    import tracer
+    import tracer.numpy as tnp
+    x = tnp.arange(3.0)
+    for v in (np.asarray(x), x.__array__(), np.array(x, copy=False),
+              np.asarray(tracer.jit(lambda a: a * 2)(x)), np.asarray(x + 1.0)):
+        with pytest.raises(ValueError, match="WRITEABLE"):
+            v.setflags(write=True)
+    np.testing.assert_array_equal(np.asarray(x), [0.0, 1.0, 2.0])
+    c = np.arange(3.0)
+    g = tracer.jit(lambda s: (s * 1.0, c, c.reshape(3, 1), c[1:], s + c))
+    before = g(1.0)
+    c[:] = -5.0
+    after = g(1.0)
+    for r in (before, after):
+        np.testing.assert_array_equal(np.asarray(r[1]), [0.0, 1.0, 2.0])
+        np.testing.assert_array_equal(np.asarray(r[2]).ravel(), [0.0, 1.0, 2.0])
+        np.testing.assert_array_equal(np.asarray(r[3]), [1.0, 2.0])
+        np.testing.assert_array_equal(np.asarray(r[4]), [1.0, 2.0, 3.0])
+    assert c.flags.writeable

@@ -429,3 +429,33 @@ def test_remembered_plans_run_ufuncs_quietly_on_every_thread():
     for got in results:
         for g, w in zip(got, want):
             assert np.asarray(g).tobytes() == w.tobytes()
+
+
+def test_quiet_context_entered_again_and_ndarray_subclasses():
+    """An eager op run while its thread's quiet context is entered (a finalizer the
+    collector runs inside a ufunc) switches the error state instead, with the same
+    result; an ndarray subclass given to a primitive (np.memmap, a user's with
+    ``__array_ufunc__``) becomes a plain ndarray value, so no Python hook runs inside
+    the context."""
+    from tracer import core, lax
+    a = jnp.asarray(np.array([3e38, 1.0, 0.0], np.float32))
+    want = [np.asarray(a + a), np.asarray(a * 2.0), np.asarray(jnp.exp(a))]
+    _ = a + a, a * 2.0, jnp.exp(a)             # (the plans are remembered)
+    with np.errstate(all="raise"):
+        got = core.quiet_run()(lambda: [a + a, a * 2.0, jnp.exp(a)])
+    for g, w in zip(got, want):
+        assert np.asarray(g).tobytes() == w.tobytes()
+    calls = []
+
+    class Logged(np.ndarray):
+        def __array_ufunc__(self, uf, method, *inputs, **kw):
+            calls.append(jnp.ones(2) * 2.0)
+            inputs = [i.view(np.ndarray) if isinstance(i, Logged) else i for i in inputs]
+            return getattr(uf, method)(*inputs, **kw)
+
+    for make in (lambda v: lax.reshape(v, (4,)), tracer.Array, lambda v: jnp.reshape(v, 4)):
+        x = make(np.arange(4.0).view(Logged))
+        assert type(np.asarray(x)) is np.ndarray and type(x._value) is np.ndarray
+        for _ in range(3):
+            np.testing.assert_array_equal(np.asarray(x + x), [0.0, 2.0, 4.0, 6.0])
+    assert not calls

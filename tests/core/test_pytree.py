@@ -338,3 +338,26 @@ def test_jit_calls_follow_structure_changes_of_their_arguments():
         np.testing.assert_array_equal(np.asarray(out[-1]), np.arange(3.0) * 2)
     out, _ = f([x, x], {"m": x})
     np.testing.assert_array_equal(np.asarray(out[0]), np.arange(3.0) * 2)
+
+
+def test_jit_remakes_its_structure_check_after_a_node_registration():
+    """A node type registered between calls retires the matchers made before; the next
+    call makes a current one (without it, every later call flattens node by node)."""
+    from tracer import pytree
+    f = tracer.jit(lambda p, o: (p, o["m"][0][0] * 2.0))
+    p = [(tnp.ones(2), tnp.ones(2))] * 2
+    p, _ = f(p, {"m": p})
+    f(p, {"m": p})
+    (tree, match), = f._matchers[2]
+    assert pytree.matcher_current(match)
+
+    class Unrelated:
+        pass
+
+    tu.register_pytree_node(Unrelated, lambda u: ([], None), lambda _, c: Unrelated())
+    assert not pytree.matcher_current(match) and match((p, {"m": p})) is None
+    out = f(p, {"m": p})
+    np.testing.assert_array_equal(np.asarray(out[1]), [2.0, 2.0])
+    (tree2, match2), = f._matchers[2]
+    assert tree2 is tree and pytree.matcher_current(match2)
+    assert match2((p, {"m": p})) is not None

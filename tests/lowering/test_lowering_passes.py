@@ -427,6 +427,16 @@ def _batched(x, y):    # (2, 5) x (2, 4) -> (2, 5, 4): batch dim 0, no contracti
     # the carry is read elsewhere in the body: the loop keeps it
     (lambda a, b: lax.scan(lambda c, xy: (c + _outer(xy[0], xy[1]), c.sum()),
                            tnp.zeros((5, 4)), (a, b)), False),
+    # the new value is read in the body (a y; the next carry's product, which is hoisted
+    # itself) or is two carries: that carry stays
+    (lambda a, b: lax.scan(lambda c, xy: ((lambda n: (n, n[0, 0]))(c + _outer(xy[0], xy[1]))),
+                           tnp.zeros((5, 4)), (a, b)), False),
+    (lambda a, b: lax.scan(lambda c, xy: ((lambda n: ((n, c[1] + _outer(xy[0], n[:, 0]))))(
+        c[0] + _outer(xy[0], xy[1])), None), (tnp.zeros((5, 4)), tnp.zeros((5, 5))),
+        (a, b))[0], True),
+    (lambda a, b: lax.scan(lambda c, xy: ((lambda n: ((n, n)))(c[0] + _outer(xy[0], xy[1])),
+                                          None), (tnp.zeros((5, 4)), tnp.zeros((5, 4))),
+                           (a, b))[0], False),
     # one operand is loop-invariant (a const of the body): the loop keeps it
     (lambda a, b: lax.scan(lambda c, y: (c + _outer(a[0], y), None),
                            tnp.zeros((5, 4)), b)[0], False),
@@ -449,6 +459,7 @@ def test_hoist_scan_products_applies_only_where_it_may_and_keeps_values(f, hoist
     for g, e in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-13, atol=1e-13)
         assert np.asarray(g).dtype == np.asarray(e).dtype
+    pipeline.lower(closed)          # (a lowering failure would only be logged under jit)
     for g, e in zip(tracer.tree_util.tree_leaves(tracer.jit(f)(_A, _B)),
                     tracer.tree_util.tree_leaves(f(_A, _B))):
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-13, atol=1e-13)
