@@ -490,6 +490,8 @@ class Array:
         # Internal: ``value`` is a NumPy array of a supported, canonical dtype.
         if type(value) is not np.ndarray:
             value = np.asarray(value)       # (an ndarray subclass's view: plain ndarray)
+        if not dtypes.is_supported(value.dtype):
+            raise dtypes.unsupported_array("Array", "its value", value)
         if value.flags.writeable or value.base is not None and may_change(value):
             # the caller's NumPy array (or a read-only view of memory the caller can
             # still write): copy it (as jax.device_put does), so the Array never changes

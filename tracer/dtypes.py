@@ -176,7 +176,8 @@ def canonicalize_dtype(dtype) -> np.dtype:
         return dt
     if dt not in _SUPPORTED and not (_sync() and dt in _SUPPORTED):
         raise TypeError(f"dtype {dt} is not supported by tracer; supported dtypes are "
-                        f"{', '.join(SUPPORTED_NAMES)}")
+                        f"{', '.join(SUPPORTED_NAMES)}: convert the array first, e.g. "
+                        "with x.astype(numpy.float32)")
     res = dt if x64 else _64_TO_32.get(dt, dt)
     if isinstance(dtype, np.dtype):
         _canonical[(dtype, x64)] = res

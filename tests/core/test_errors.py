@@ -214,3 +214,10 @@ def test_a_jit_fast_path_met_before_still_names_an_unsupported_dtype():
     g(np.ones(2))
     with pytest.raises(TypeError, match=r"jit\(<lambda>\): argument 0 is an array .* object"):
         g(_OBJ)
+
+
+def test_array_constructor_refuses_unsupported_dtypes():
+    for v in (_OBJ, np.array(["a"]), np.array([1], dtype="datetime64[s]")):
+        with pytest.raises(TypeError, match=r"Array: its value is an array of shape \(.*\) "
+                                            r"and dtype .*astype"):
+            tracer.Array(v)
