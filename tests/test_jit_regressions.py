@@ -127,3 +127,8 @@ def test_a_lowering_bug_is_logged_and_the_program_runs_on_numpy(monkeypatch, cap
         out = tracer.jit(f)(x)
     np.testing.assert_array_equal(np.asarray(out), np.asarray(f(x)))
     assert "lowering" in caplog.text and "a rule's bug" in caplog.text
+    # lower() shows the jaxpr and why there is no loop IR; compile() still runs it
+    jf = tracer.jit(lambda x: tnp.cos(x) * 2.0)
+    text = jf.lower(x).as_text()
+    assert "# jaxpr of" in text and "lowering failed (RuntimeError: a rule's bug)" in text
+    np.testing.assert_array_equal(np.asarray(jf.lower(x).compile()(x)), np.cos(x) * 2.0)

@@ -72,7 +72,7 @@ def get_executable(closed: ClosedJaxpr, name: str):
         logger.warning("tracer: lowering %s failed (%s: %s); it runs through the NumPy "
                        "impls. This is a bug in tracer's compiler; please report it.",
                        name, type(e).__name__, e)
-        ex = _NumPyOnly(closed)
+        ex = _NumPyOnly(closed, f"{type(e).__name__}: {e}")
     else:
         ex = executor.compile_program(program, name)
     if config.log_compiles:
@@ -87,9 +87,14 @@ class _NumPyOnly:
     """The executable of a program that could not be lowered: the NumPy tier only."""
 
     state = "failed"
+    sources = ()        # (no generated code: ``Lowered.as_text`` says why)
 
-    def __init__(self, closed: ClosedJaxpr):
+    def __init__(self, closed: ClosedJaxpr, error: str = ""):
         self.closed = closed
+        self.error = error
+
+    def ensure_compiled(self):
+        pass
 
     def __call__(self, args):
         from numba_backend.executor import eval_numpy
@@ -203,6 +208,10 @@ class Lowered:
 
     def as_text(self) -> str:
         ex = self._executable()
+        if isinstance(ex, _NumPyOnly):
+            return "\n".join([f"# jaxpr of {self.traced.name}", str(self.traced.jaxpr), "",
+                              f"# lowering failed ({ex.error}): the program runs through "
+                              "the NumPy impls; this is a bug in tracer's compiler"])
         p = ex.program
         parts = [f"# jaxpr of {self.traced.name}", str(self.traced.jaxpr),
                  "", "# optimized jaxpr", str(p.jaxpr),
