@@ -463,3 +463,32 @@ def test_hoist_scan_products_applies_only_where_it_may_and_keeps_values(f, hoist
     for g, e in zip(tracer.tree_util.tree_leaves(tracer.jit(f)(_A, _B)),
                     tracer.tree_util.tree_leaves(f(_A, _B))):
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-13, atol=1e-13)
+
+
+def test_hoisted_scan_products_under_vmap_of_grad_and_inside_a_loop():
+    """The pass under compositions: jit(vmap(grad)) of the RNN over a batch of input
+    sequences equals a Python loop of eager grads; a scan accumulating products inside a
+    fori_loop body (left alone: passes see top-level scans only) still gives eager's
+    values; the value is used twice (the loss and the gradient) under value_and_grad."""
+    rng = np.random.default_rng(9)
+    w, u = rng.normal(size=(8, 8)) / 3, rng.normal(size=(8, 2))
+    xss, h0 = rng.normal(size=(3, 6, 2)), rng.normal(size=8)
+    g = tracer.grad(_rnn_loss, argnums=(0, 1))
+    vg_closed = closed_of(tracer.vmap(g, in_axes=(None, None, 0, None)), w, u, xss, h0)
+    carries = lambda c: [e.params["num_carry"] for e in _scans(c) if e.params["reverse"]]
+    assert carries(pipeline.optimize(vg_closed))[0] < carries(vg_closed)[0]   # (rewritten)
+    batched = tracer.jit(tracer.vmap(g, in_axes=(None, None, 0, None)))(w, u, xss, h0)
+    for k in range(3):
+        for got, want in zip(batched, g(w, u, xss[k], h0)):
+            np.testing.assert_allclose(np.asarray(got)[k], np.asarray(want), rtol=1e-12,
+                                       atol=1e-13)
+
+    def looped(w, u, xs, h0):
+        return lax.fori_loop(0, 2, lambda i, c: c + g(w, u, xs, h0)[0], tnp.zeros((8, 8)))
+
+    np.testing.assert_allclose(np.asarray(tracer.jit(looped)(w, u, xss[0], h0)),
+                               np.asarray(looped(w, u, xss[0], h0)), rtol=1e-12, atol=1e-13)
+    vg = tracer.value_and_grad(lambda w: _rnn_loss(w, u, xss[0], h0) * 2.0)
+    (v1, g1), (v2, g2) = tracer.jit(vg)(w), vg(w)
+    np.testing.assert_allclose(float(v1), float(v2), rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(g1), np.asarray(g2), rtol=1e-12, atol=1e-13)
