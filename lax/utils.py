@@ -172,10 +172,10 @@ def eager_binary(p: Primitive, fname: str, x, y, kinds: str = "fciu",
     return core.impl_result(p, core.call_impl(fn, quiet, x._value, y._value), out_aval)
 
 
-# An eager_binary_op's plans: {(key of x, key of y): (the function to call, the result's
-# aval, its dtype, how to call it (``_quiet_kind``), its weak type, the operands' avals)}.
+# An eager_binary_op's plans: {key of x: {key of y: (the function to call, the result's
+# aval, its dtype, how to call it (``_quiet_kind``), its weak type, the operands' avals)}}.
 # An Array's key is the id of its aval, kept alive by the entry (so the id cannot name
-# another aval meanwhile); a Python float's key is ``float``. Filled by ``eager_binary``,
+# another aval meanwhile); a Python float's key is the id of ``float``. Filled by ``eager_binary``,
 # read by the op.
 
 # Python floats go to a ufunc as they are only where NumPy gives them the array's dtype
@@ -183,8 +183,11 @@ def eager_binary(p: Primitive, fname: str, x, y, kinds: str = "fciu",
 _FLOATS_AS_WEAK = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
 
 
+_NO_KEY = object()     # (no operand's key: the initial "plan used last")
+
+
 def _fast_key(v):
-    return float if type(v) is float else id(v._aval)
+    return id(float if type(v) is float else v._aval)
 
 
 def _remember_fast_plan(plans, x, y, fn, out_aval, quiet):
@@ -194,9 +197,15 @@ def _remember_fast_plan(plans, x, y, fn, out_aval, quiet):
     if (tx is float or ty is float) and not (_FLOATS_AS_WEAK and isinstance(fn, np.ufunc)):
         fn = _float_as_0d(fn, tx is float, (y if tx is float else x).dtype)
         quiet = True        # (the conversion rounds 1e40 to inf without a warning)
-    if len(plans) >= 1024:
-        plans.clear()
-    plans[(_fast_key(x), _fast_key(y))] = (
+    kx = _fast_key(x)
+    row = plans.get(kx)
+    if row is None:
+        if len(plans) >= 256:
+            plans.clear()
+        row = plans[kx] = {}
+    elif len(row) >= 16:    # (arrays made anew each time bring new aval objects)
+        row.clear()
+    row[_fast_key(y)] = (
         fn, out_aval, out_aval.dtype, _quiet_kind(fn, quiet), out_aval.weak_type,
         (getattr(x, "_aval", None), getattr(y, "_aval", None)))
 
@@ -225,9 +234,8 @@ def eager_binary_op(p: Primitive, fname: str, general: Callable, kinds: str = "f
     and a Python float, with no transformation active, go to ``eager_binary`` the first
     time their avals meet, which remembers the plan in this op's own table; the next
     time the remembered impl runs at once with floating-point errors ignored (a ufunc in
-    this thread's quiet context, ``core.quiet_run``; another impl under one error-state
-    switch). The result is
-    the general path's (the same impl, the same aval); anything else -- another operand
+    the quiet context, ``core.quiet_run``; another impl under one error-state switch).
+    The result is the general path's (the same impl, the same aval); anything else -- another operand
     type, an active trace, an impl result of another type or dtype -- takes
     ``general``. ``swap``: the function computes ``p(y, x)`` (a reflected operator,
     ``__radd__``)."""
@@ -235,56 +243,76 @@ def eager_binary_op(p: Primitive, fname: str, general: Callable, kinds: str = "f
     get = plans.get
     ndarray, new = np.ndarray, Array.__new__
     cv, qc = _extobj_contextvar, core._quiet
-    local, quiet_run = core._quiet_contexts, core.quiet_run
+    run = core.quiet_run()
+    # The plan used last, unpacked, with the operands' keys (an aval, or ``float``): a
+    # loop doing one op on the same avals skips the table. One tuple, replaced whole, so
+    # a thread never sees half of another's.
+    last = (_NO_KEY, _NO_KEY, None, None, None, None, None)
+
+    def slow(x, y):
+        out = eager_binary(p, fname, x, y, kinds, plans)
+        if out is not None:
+            return out
+        return general(y, x) if swap else general(x, y)
 
     def op(x, y, /):
-        if swap:
-            x, y = y, x
+        nonlocal last
         if type(x) is Array:
             if type(y) is Array:
-                plan = get((id(x._aval), id(y._aval)))
-                vy = y._value
+                ay, vy = y._aval, y._value
             elif type(y) is float:
-                plan = get((id(x._aval), float))
+                ay = float
                 vy = y
             else:
-                plan = None
-            vx = x._value
+                return slow(x, y)
+            ax, vx = x._aval, x._value
         elif type(y) is Array and type(x) is float:
-            plan = get((float, id(y._aval)))
-            vx, vy = x, y._value
+            ax, vx, ay, vy = float, x, y._aval, y._value
         else:
-            plan = None
-        if plan is not None and not core._dynamic_trace.level:
+            return slow(x, y)
+        if core._dynamic_trace.level:
+            return slow(x, y)
+        lx, ly, fn, out_aval, dt, q, weak = last
+        if lx is not ax or ly is not ay:
+            row = get(id(ax))
+            plan = None if row is None else row.get(id(ay))
+            if plan is None:
+                return slow(x, y)
             fn, out_aval, dt, q, weak, _ = plan
-            if q == 2:
-                try:
-                    run = local.run
-                except AttributeError:
-                    run = quiet_run()
-                try:
-                    o = run(fn, vx, vy)
-                except RuntimeError:    # (entered already: Python code ran inside it)
-                    o = core.call_impl(fn, True, vx, vy)
-            elif q:     # (core.call_impl inline: the call took 1.2 -> 1.56 us an add)
-                token = cv.set(qc[1] if cv.get() is qc[0] else core.ignoring_fp_errors())
-                try:
-                    o = fn(vx, vy)
-                finally:
-                    cv.reset(token)
-            else:
-                o = fn(vx, vy)
-            if type(o) is ndarray and o.dtype is dt:
+            last = (ax, ay, fn, out_aval, dt, q, weak)
+        if q == 2:
+            try:
+                o = run(fn, vx, vy)
+            except RuntimeError:    # (entered already: by another thread, or Python
+                o = core.call_impl(fn, True, vx, vy)    # code ran inside it)
+            # (a ufunc's result dtype follows from the operands' dtypes alone)
+            if type(o) is ndarray:
                 # (core._new_array inline: a call less per operation)
                 o.setflags(False)
                 a = new(Array)
                 a._value, a._weak_type, a._aval = o, weak, out_aval
                 return a
             return core.impl_result(p, o, out_aval)
-        out = eager_binary(p, fname, x, y, kinds, plans)
-        if out is not None:
-            return out
-        return general(y, x) if swap else general(x, y)
+        if q:       # (core.call_impl inline: the call took 1.2 -> 1.56 us an add)
+            token = cv.set(qc[1] if cv.get() is qc[0] else core.ignoring_fp_errors())
+            try:
+                o = fn(vx, vy)
+            finally:
+                cv.reset(token)
+        else:
+            o = fn(vx, vy)
+        if type(o) is ndarray and o.dtype is dt:
+            o.setflags(False)
+            a = new(Array)
+            a._value, a._weak_type, a._aval = o, weak, out_aval
+            return a
+        return core.impl_result(p, o, out_aval)
+
+    if swap:        # (general takes the operands as the reflected operator got them)
+        direct = op
+
+        def op(x, y, /):
+            return direct(y, x)
 
     op.__name__ = getattr(general, "__name__", p.name)
     op.__doc__ = general.__doc__
@@ -302,7 +330,7 @@ def eager_unary_op(p: Primitive, general: Callable, kinds: str) -> Callable:
     plans: dict = {}
     ndarray, new = np.ndarray, Array.__new__
     cv, qc = _extobj_contextvar, core._quiet
-    local, quiet_run = core._quiet_contexts, core.quiet_run
+    run = core.quiet_run()
 
     def op(x, /):
         if type(x) is not Array or core._dynamic_trace.level:
@@ -322,10 +350,6 @@ def eager_unary_op(p: Primitive, general: Callable, kinds: str) -> Callable:
             plan = plans[id(ax)] = (fn, out_aval, out_aval.dtype, _quiet_kind(fn, quiet), ax)
         fn, out_aval, dt, q, _ = plan
         if q == 2:
-            try:
-                run = local.run
-            except AttributeError:
-                run = quiet_run()
             try:
                 o = run(fn, x._value)
             except RuntimeError:        # (as in eager_binary_op)

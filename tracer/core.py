@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextvars
 import math
 import operator
-import threading
 from contextlib import contextmanager
 from typing import Callable
 
@@ -736,26 +735,29 @@ try:    # NumPy >= 2: the floating-point error state is a context variable ("ext
 except ImportError:     # another layout: impls enter np.errstate themselves
     extobj_contextvar = None
 _quiet = [None, None]   # [the state it was made from, the same state ignoring all errors]
-_quiet_contexts = threading.local()
+_quiet_run = []         # [the quiet context's run], made on first use
 
 
 def quiet_run():
-    """This thread's ``run`` of a context in which NumPy ignores every floating-point
-    error: ``quiet_run()(ufunc, *arrays)`` calls a NumPy ufunc that way (0.03 us more than
-    the bare call, where setting and resetting the error state costs 0.25 us: an eager
-    ``x + y`` costs 1 us). Only for a ufunc on plain ndarrays (an Array's value is one:
-    ``to_numpy`` and ``Array`` take ndarray subclasses' plain views), which runs no
-    Python code of its own. Python code that still runs inside (a finalizer the
-    collector calls) sees the quiet state, and its eager ops find the context entered
-    already (RuntimeError): callers then switch the error state instead."""
-    run = getattr(_quiet_contexts, "run", None)
-    if run is None:
+    """The ``run`` of one context in which NumPy ignores every floating-point error
+    (None where NumPy keeps its error state elsewhere): ``quiet_run()(ufunc, *arrays)``
+    calls a NumPy ufunc that way (0.01 us more than the bare call, where setting and
+    resetting the error state costs 0.25 us: an eager ``x + y`` costs 0.9 us). Only for
+    a ufunc on plain ndarrays (an Array's value is one: ``to_numpy`` and ``Array`` take
+    ndarray subclasses' plain views), which runs no Python code of its own. A context
+    is entered by one thread at a time: a caller that finds it entered already
+    (RuntimeError) -- by another thread inside a ufunc that released the GIL, or by a
+    finalizer the collector ran inside it, which sees the quiet state -- switches the
+    error state instead."""
+    if not _quiet_run:
+        if extobj_contextvar is None:
+            return None
         token = extobj_contextvar.set(_make_extobj(all="ignore"))
         try:
-            run = _quiet_contexts.run = contextvars.copy_context().run
+            _quiet_run.append(contextvars.copy_context().run)
         finally:
             extobj_contextvar.reset(token)
-    return run
+    return _quiet_run[0]
 
 
 def ignoring_fp_errors():

@@ -172,6 +172,37 @@ def test_remembered_plans_follow_the_aval_not_its_address():
             op.eager_plans.clear()
 
 
+def test_plan_used_last_is_per_operand_pair_and_not_used_under_tracing():
+    """Each op remembers the plan it used last by its operands' avals (or Python float):
+    alternating operand pairs of other shapes, dtypes, weak types and sides never reuse
+    it, and a primed op still stages out under make_jaxpr."""
+    a = jnp.asarray(np.array([1.0, 2.0], np.float32))
+    b = jnp.asarray(np.array([1.0, 2.0, 3.0], np.float64))
+    i = jnp.asarray(np.array([3, 4], np.int32))
+    w = jnp.asarray(2.0)
+    cases = [(a, a, np.float32, (2,), False), (a, 0.5, np.float32, (2,), False),
+             (0.5, a, np.float32, (2,), False), (b, b, np.float64, (3,), False),
+             (w, 0.5, w.dtype, (), True), (a, w, np.float32, (2,), False),
+             (i, i, np.int32, (2,), False), (i, 0.5, np.float64, (2,), True)]
+    for _ in range(3):
+        for x, y, dt, shape, weak in cases + cases[::-1]:
+            for op, f in ((jnp.subtract, np.subtract), (type(a).__sub__, np.subtract),
+                          (type(a).__rsub__, lambda u, v: np.subtract(v, u))):
+                if op is type(a).__rsub__ and type(y) is not float:
+                    continue
+                if type(x) is float and op is not jnp.subtract:
+                    continue
+                got = op(x, y)
+                assert got.dtype == dt and got.shape == shape and got.aval.weak_type == weak
+                want = f(np.asarray(x, dt), np.asarray(y, dt))
+                np.testing.assert_array_equal(np.asarray(got), want)
+    c = jnp.asarray(np.arange(3.0, dtype=np.float32))
+    for _ in range(2):
+        _ = c * 2.0, c * c
+    jaxpr = tracer.make_jaxpr(lambda y: c * 2.0 + c * c + y)(np.ones(3, np.float32))
+    assert [e.primitive.name for e in jaxpr.jaxpr.eqns].count("mul") == 2
+
+
 def test_staged_not_evaluated_under_tracing():
     """Under make_jaxpr (and jit) an op on concrete Arrays is staged out, as in JAX: the
     fast path must not evaluate it eagerly."""
@@ -388,11 +419,12 @@ def test_eager_matmul_follows_enable_x64():
 
 
 def test_remembered_plans_run_ufuncs_quietly_on_every_thread():
-    """A remembered plan calls a NumPy ufunc in its thread's quiet context
-    (``core.quiet_run``): overflow, 0/0 and log(-1) give IEEE values without a warning or a
-    FloatingPointError under a user's ``np.errstate(all="raise")``, call after call, and
-    the user's state is in force again right after; four threads doing the same on large
-    arrays (the ufuncs release the GIL) each enter their own context."""
+    """A remembered plan calls a NumPy ufunc in the quiet context (``core.quiet_run``):
+    overflow, 0/0 and log(-1) give IEEE values without a warning or a FloatingPointError
+    under a user's ``np.errstate(all="raise")``, call after call, and the user's state is
+    in force again right after; four threads doing the same on large arrays (the ufuncs
+    release the GIL, so a thread finds the context entered by another and switches the
+    error state instead) get the same bytes, with no error."""
     import threading
     import warnings
     big = jnp.asarray(np.array([3e38, -3e38, 1.0, 0.0], np.float32))
