@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 
 import numpy as np
@@ -318,6 +319,45 @@ def _monoid(computation, operand, init):
 
 # ----------------------------- select_and_gather / scatter ----------------------------------
 
+def _tiling(x, wd, ws, pad, bd, wdl):
+    """For windows that tile ``x`` (strides equal to the window, no padding or dilation:
+    a pooling layer's), (the part of ``x`` they cover as a view, a function taking an
+    array of that shape to a (*out, window size) copy, and one taking such an array back);
+    else None. Every element then lies in one window at most."""
+    if not (tuple(ws) == tuple(wd) and all(p == (0, 0) for p in pad)
+            and all(b == 1 for b in bd) and all(d == 1 for d in wdl)) \
+            or x.ndim == 0 or any(w == 0 for w in wd):
+        return None
+    out = tuple(n // w for n, w in zip(x.shape, wd))
+    crop = tuple(slice(0, o * w) for o, w in zip(out, wd))
+    split = tuple(v for o, w in zip(out, wd) for v in (o, w))          # (o0, w0, o1, ...)
+    perm = tuple(range(0, 2 * x.ndim, 2)) + tuple(range(1, 2 * x.ndim, 2))
+    shape = out + (math.prod(wd),)
+
+    def windows(a):
+        return a.reshape(split).transpose(perm).reshape(shape)
+
+    def back(w):
+        return w.reshape(out + tuple(wd)).transpose(np.argsort(perm)).reshape(
+            tuple(o * k for o, k in zip(out, wd)))
+
+    return x[crop], windows, back
+
+
+def _first_selected(flat, select_ge):
+    """Index along the last axis that the spec's sequential select keeps: the first
+    element wins ties, and a NaN is passed over as the comparison says."""
+    cur = flat[..., 0]
+    idx = np.zeros(flat.shape[:-1], np.int64)
+    with np.errstate(invalid="ignore"):
+        for k in range(1, flat.shape[-1]):
+            e = flat[..., k]
+            keep = cur >= e if select_ge else cur <= e
+            cur = np.where(keep, cur, e)
+            idx = np.where(keep, idx, k)
+    return idx
+
+
 def _select_positions(x, select_ge, wd, ws, pad, bd, wdl):
     """Flat window index selected in each window: the spec's sequential select (first
     element wins ties; the scan runs in row-major window order)."""
@@ -325,18 +365,7 @@ def _select_positions(x, select_ge, wd, ws, pad, bd, wdl):
     v, out = _windows_np(x, init, wd, ws, pad, bd, wdl)
     if v is None:
         return None, out
-    nd = x.ndim
-    flat = v.reshape(out + (-1,))
-    cur = flat[..., 0]
-    idx = np.zeros(out, np.int64)
-    with np.errstate(invalid="ignore"):
-        for k in range(1, flat.shape[-1]):
-            e = flat[..., k]
-            keep = cur >= e if select_ge else cur <= e
-            cur = np.where(keep, cur, e)
-            idx = np.where(keep, idx, k)
-    del nd
-    return idx, out
+    return _first_selected(v.reshape(out + (-1,)), select_ge), out
 
 
 def _padded_coords(idx, out, wd, ws, wdl):
@@ -383,6 +412,16 @@ def _sas_impl(source, operand, *, select_ge, window_dimensions, window_strides, 
     if operand.ndim == 0:  # one window holding the one element
         return np.array(source, copy=True)
     result = np.zeros(operand.shape, source.dtype)
+    tiles = _tiling(operand, window_dimensions, window_strides, padding, base_dilation,
+                    window_dilation)
+    if tiles is not None:   # (no window overlaps another: 0 + source where selected)
+        covered, windows, back = tiles
+        flat = windows(covered)
+        idx = _first_selected(flat, select_ge)
+        hit = idx[..., None] == np.arange(flat.shape[-1])
+        result[tuple(slice(0, n) for n in covered.shape)] = back(
+            np.where(hit, source[..., None] + np.zeros((), source.dtype), 0))
+        return result
     base, valid, out = _sgs_impl_common(source.shape, operand, select_ge, window_dimensions,
                                         window_strides, padding, base_dilation,
                                         window_dilation)
@@ -406,6 +445,13 @@ def _sga_impl(tangent, operand, *, select_ge, window_dimensions, window_strides,
               base_dilation, window_dilation):
     if operand.ndim == 0:
         return np.array(tangent, copy=True)
+    tiles = _tiling(operand, window_dimensions, window_strides, padding, base_dilation,
+                    window_dilation)
+    if tiles is not None:
+        covered, windows, _ = tiles
+        idx = _first_selected(windows(covered), select_ge)
+        crop = tuple(slice(0, n) for n in covered.shape)
+        return np.take_along_axis(windows(tangent[crop]), idx[..., None], -1)[..., 0]
     base, valid, out = _sgs_impl_common(None, operand, select_ge, window_dimensions,
                                         window_strides, padding, base_dilation,
                                         window_dilation)

@@ -217,6 +217,43 @@ def test_select_and_scatter_add_matches_spec():
     np.testing.assert_array_equal(np.asarray(out), expected)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_select_and_gather_scatter_on_tiling_windows_equal_the_general_path(seed,
+                                                                           monkeypatch):
+    """Pooling windows that tile the operand (strides equal to the window, no padding or
+    dilation) take a reshape path in the NumPy impls; its bytes equal the general path's
+    at ties, NaN, -0.0 sources, trailing elements no window covers, 1-3 dims, both
+    selects and integer dtypes."""
+    rng = np.random.default_rng(seed)
+    shape, wd = [((9,), (2,)), ((4, 7), (2, 3)), ((3, 5, 4), (1, 2, 2)), ((6, 6), (3, 1))][seed]
+    dt = [np.float32, np.float64, np.int32, np.float32][seed]
+    operand = rng.integers(-2, 3, shape).astype(dt)     # (many ties)
+    if dt != np.int32:
+        operand.flat[rng.integers(0, operand.size, 3)] = np.nan
+        operand.flat[rng.integers(0, operand.size, 2)] = -0.0
+    out = W._out_shape(shape, wd, wd, [(0, 0)] * len(shape), (1,) * len(shape),
+                       (1,) * len(shape))
+    source = rng.integers(-3, 4, out).astype(dt)
+    if dt != np.int32:
+        source.flat[: max(1, source.size // 3)] = -0.0
+    tangent = rng.standard_normal(shape).astype(dt)
+    params = dict(window_dimensions=wd, window_strides=wd,
+                  padding=((0, 0),) * len(shape), base_dilation=(1,) * len(shape),
+                  window_dilation=(1,) * len(shape))
+    assert W._tiling(operand, wd, wd, params["padding"], params["base_dilation"],
+                     params["window_dilation"]) is not None
+    for ge in (True, False):
+        fast = (W._sas_impl(source, operand, select_ge=ge, **params),
+                W._sga_impl(tangent, operand, select_ge=ge, **params))
+        with monkeypatch.context() as m:
+            m.setattr(W, "_tiling", lambda *a: None)
+            general = (W._sas_impl(source, operand, select_ge=ge, **params),
+                       W._sga_impl(tangent, operand, select_ge=ge, **params))
+        for f, g in zip(fast, general):
+            assert f.dtype == g.dtype and f.shape == g.shape
+            assert f.tobytes() == g.tobytes()
+
+
 def _select_and_scatter_ref(operand, select, wd, ws, pad, source, init, scatter):
     """The spec's loop, scalar by scalar: windows in row-major order; a window's in-bounds
     elements in row-major order, the current choice kept while select(current, next)."""
@@ -372,8 +409,9 @@ def test_batch_norm_ops():
 
 @pytest.mark.parametrize("case", range(6))
 def test_conv_impl_by_taps_equals_the_window_contraction(case, monkeypatch):
-    # lax.convolution._conv_by_taps (a matrix product per kernel tap) against the
-    # window-view contraction it replaces for small kernels: integers exactly, floats to
+    # lax.convolution._conv_by_taps (a matrix product per kernel tap) and _conv_im2col
+    # (one product over all taps' patches, for few input channels) against the
+    # window-view contraction they replace for small kernels: integers exactly, floats to
     # rounding, over feature groups, strides, kernel dilation and 1-3 spatial dims
     from lax import convolution as C
     cases = [((2, 6, 11, 9), (9, 2, 3, 2), (2, 1), [(1, 2), (0, 1)], (1, 1), (2, 1), 3),
@@ -388,11 +426,16 @@ def test_conv_impl_by_taps_equals_the_window_contraction(case, monkeypatch):
 
     def both(x, w):
         monkeypatch.setattr(C, "_TAPS_MIN_SIZE", 0)
+        monkeypatch.setattr(C, "_IM2COL_MAX_CHANNELS", 0)
         taps = C._conv_nchw(x, w, st, pad, ld, rd, G)
+        monkeypatch.setattr(C, "_IM2COL_MAX_CHANNELS", 1 << 30)
+        im2col = C._conv_nchw(x, w, st, pad, ld, rd, G)
         monkeypatch.setattr(C, "_OFFSET_LOOP_MAX_TAPS", 0)
         window = C._conv_nchw(x, w, st, pad, ld, rd, G)
         monkeypatch.undo()
-        assert taps.shape == window.shape and taps.dtype == window.dtype
+        assert taps.shape == window.shape == im2col.shape
+        assert taps.dtype == window.dtype == im2col.dtype
+        np.testing.assert_allclose(im2col, window, rtol=1e-12, atol=1e-12)
         return taps, window
 
     taps, window = both(rng.integers(-9, 9, xs), rng.integers(-9, 9, ws))
