@@ -370,7 +370,8 @@ def conv_call(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
 
 def conv_numpy(lhs, rhs, *, out_shape, **params):
     """``conv_general_dilated`` through the primitive's NumPy impl (per-tap BLAS
-    products, ``lax.convolution``): no kernel to compile, 2-5x slower than ``conv_call``."""
+    products, or one im2col product for few input channels, ``lax.convolution``): no
+    kernel to compile, 2-5x slower than ``conv_call``."""
     from lax.convolution import _conv_impl
     return [_conv_impl(lhs, rhs, **params)]
 
