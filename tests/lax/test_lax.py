@@ -258,6 +258,41 @@ def test_binary_rejects_mismatched_shapes_and_dtypes(rec):
             rec.op(np.zeros(3, dt), np.zeros(3, other))
 
 
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16", "bfloat16", "int8",
+                                "uint16", "int64", "bool", "complex64", "complex128"])
+def test_select_n_on_large_arrays_keeps_every_bit(dt):
+    """select_n with a bool predicate of the cases' shape selects by bit masks on large
+    arrays (lax.elementwise._select_bits): the bits are np.where's -- NaN payloads, -0.0,
+    ties between equal cases -- for contiguous, strided and broadcast cases, eagerly and
+    under jit; results own their memory and are read-only."""
+    dt = dtypes.canonicalize_dtype(dt) if dt != "bfloat16" else dtypes.bfloat16
+    rng = np.random.default_rng(3)
+    n = 3000
+    a = rng.standard_normal((2, n)).astype(dt)[:, ::2]
+    b = rng.standard_normal(n // 2 * 2).reshape(2, -1).astype(dt)
+    if np.dtype(dt).kind == "f" or dt == dtypes.bfloat16:
+        ua = a.view(np.dtype(f"u{a.dtype.itemsize}")).copy()
+        ua[0, :5] = np.array(np.nan, dt).view(ua.dtype) | 7     # (payload bits)
+        a = ua.view(dt)[:, :]
+        b[0, :7] = -0.0
+        b[1, :3] = np.nan
+    b[1, 10:20] = a[1, 10:20]                                   # (ties)
+    a = np.repeat(a, 2, axis=1)[:, ::2]                         # (strided again)
+    assert not a.flags.c_contiguous
+    which = rng.random(a.shape) > 0.5
+    zero = np.broadcast_to(np.zeros((), dt), a.shape)
+    for on_false, on_true in ((a, b), (b, a), (zero, b), (a, zero)):
+        want = np.where(which, on_true, on_false)
+        for got in (lax.select_n(which, on_false, on_true),
+                    tracer.jit(lax.select_n)(which, on_false, on_true)):
+            got = np.asarray(got)
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+            assert not got.flags.writeable
+    from lax import elementwise as E
+    out = E._select_n_impl(which, a, b)
+    assert out.flags.owndata and out.tobytes() == np.where(which, b, a).tobytes()
+
+
 def test_weak_types_of_structural_ops():
     """Recorded from JAX 0.10.2: results are weak when all (array) operands are weak."""
     wf = Array(np.full(3, 0.5), weak_type=True)
