@@ -336,9 +336,9 @@ def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
     if compute_dt == np.float16:
         compute_dt = np.dtype(np.float32)
     with np.errstate(all="ignore"):
-        out = _conv_nchw(x.astype(compute_dt), w.astype(compute_dt), window_strides, padding,
-                         lhs_dilation, rhs_dilation, G)
-    out = out.astype(out_dt)
+        out = _conv_nchw(x.astype(compute_dt, copy=False), w.astype(compute_dt, copy=False),
+                         window_strides, padding, lhs_dilation, rhs_dilation, G)
+    out = out.astype(out_dt, copy=False)
     return np.transpose(out, np.argsort(dn.out_spec))
 
 
