@@ -197,12 +197,13 @@ def _conv_abstract_eval(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_
     return ShapedArray(shape, dt, lhs.weak_type and rhs.weak_type)
 
 
-def _pad_dilate_np(x, padding, dilation, value=0):
-    """Interior-dilate then (possibly negatively) pad the trailing spatial dims of x."""
+def _pad_dilate_np(x, padding, dilation, value=0, trailing=0):
+    """Interior-dilate then (possibly negatively) pad x's spatial dims: its last ones, or
+    those before its last ``trailing`` dims."""
     from lax.shapes import _pad_impl
     k = len(padding)
-    cfg = ((0, 0, 0),) * (x.ndim - k) + tuple((lo, hi, d - 1) for (lo, hi), d in
-                                              zip(padding, dilation))
+    cfg = ((0, 0, 0),) * (x.ndim - k - trailing) + tuple(
+        (lo, hi, d - 1) for (lo, hi), d in zip(padding, dilation)) + ((0, 0, 0),) * trailing
     return _pad_impl(x, np.asarray(value, x.dtype), padding_config=cfg)
 
 
@@ -276,7 +277,10 @@ def _conv_im2col(x, rhs, strides, rhs_dil, out_sp, G):
 
 def _conv_nchw(lhs, rhs, strides, padding, lhs_dil, rhs_dil, G):
     """Canonical layout: lhs (N, C, *S), rhs (O, I, *K) -> (N, O, *out)."""
-    x = _pad_dilate_np(lhs, padding, lhs_dil)
+    # padded into channels-last memory, (N, *S, C) seen as (N, C, *S): each tap's copy
+    # below reads runs of contiguous channels (from an NHWC input, no transpose at all)
+    xl = _pad_dilate_np(np.moveaxis(lhs, 1, -1), padding, lhs_dil, trailing=1)
+    x = np.moveaxis(np.ascontiguousarray(xl), -1, 1)
     N, C = x.shape[:2]
     O, I = rhs.shape[:2]
     K = rhs.shape[2:]
@@ -290,6 +294,7 @@ def _conv_nchw(lhs, rhs, strides, padding, lhs_dil, rhs_dil, G):
         if I <= _IM2COL_MAX_CHANNELS:
             return _conv_im2col(x, rhs, strides, rhs_dil, out_sp, G)
         return _conv_by_taps(x, rhs, strides, rhs_dil, out_sp, G)
+    x = np.ascontiguousarray(x)     # (the contraction below copies in x's memory order)
     win = np.lib.stride_tricks.sliding_window_view(x, Kd, axis=tuple(range(2, 2 + nsp)))
     sl = (slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides) + \
         tuple(slice(None, None, d) for d in rhs_dil)
