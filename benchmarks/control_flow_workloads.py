@@ -96,8 +96,10 @@ def while_ode(quick):
     n = 1000 if quick else 10000
     s0 = np.array([1.0, 1.0, 1.0])
     f = tracer.jit(lambda s: lax.fori_loop(0, n, lambda i, s: rk4(s), s))
+    import hand_numba
     return Workload(lambda s: ode_np(s, n), f, (s0,), _close(1e-6),
-                    f"{n} RK4 steps of the Lorenz system, f64 (lax.fori_loop)")
+                    f"{n} RK4 steps of the Lorenz system, f64 (lax.fori_loop)",
+                    lambda s: hand_numba.while_ode(s, n, DT))
 
 
 CONTROL_FLOW_WORKLOADS = {

@@ -181,22 +181,25 @@ def main(argv=None):
     import numba
     print(f"threads: numba {numba.config.NUMBA_NUM_THREADS}, OPENBLAS_NUM_THREADS="
           f"{os.environ.get('OPENBLAS_NUM_THREADS', '(default)')}, cpus {os.cpu_count()}")
-    print(f"{'workload':<28}{'numpy':>12}{'tracer.jit':>12}{'jax':>12}   ratio numpy/jit")
+    print(f"{'workload':<28}{'numpy':>12}{'tracer.jit':>12}{'jax':>12}{'numba':>12}"
+          f"   ratio numpy/jit")
     for name in names:
         if name == "first_call":
             continue
         w = workloads.WORKLOADS[name](args.quick)
         np_args = getattr(w, "args_np", w.args)
-        t_np, t_jit = interleaved_medians([(w.numpy_fn, np_args), (w.tracer_fn, w.args)],
-                                          args.repeat)
+        t_np, t_jit, t_nb = interleaved_medians([(w.numpy_fn, np_args), (w.tracer_fn, w.args),
+                                                 (w.numba_fn, np_args)], args.repeat)
         if w.check is not None:
             w.check(w.numpy_fn(*np_args), w.tracer_fn(*w.args))
+            if w.numba_fn is not None:
+                w.check(w.numpy_fn(*np_args), w.numba_fn(*np_args))
         t_jax = jax_times.get(name)
         fmt = lambda t: f"{t * 1e3:10.3f}ms" if t is not None else f"{'-':>12}"
         ratio = f"{t_np / t_jit:6.2f}x" if t_np else ""
         note = f"   {w.note}" if w.note else ""
-        print(f"{name:<28}{fmt(t_np)}{fmt(t_jit)}{fmt(t_jax)}   {ratio}{note}")
-        rows.append(dict(name=name, numpy=t_np, jit=t_jit, jax=t_jax))
+        print(f"{name:<28}{fmt(t_np)}{fmt(t_jit)}{fmt(t_jax)}{fmt(t_nb)}   {ratio}{note}")
+        rows.append(dict(name=name, numpy=t_np, jit=t_jit, jax=t_jax, numba=t_nb))
     if "first_call" in names and not args.no_first_call:
         res = first_call_latency(args.quick)
         for label in res:

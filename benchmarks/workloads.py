@@ -20,6 +20,7 @@ class Workload:
     args: tuple
     check: Callable | None = None
     note: str = ""
+    numba_fn: Callable | None = None     # hand-written Numba (``hand_numba``), where given
 
 
 def _close(rtol):
@@ -39,7 +40,9 @@ def elementwise(quick):
     x = np.random.default_rng(0).normal(size=n).astype(np.float32)
     f_np = lambda x: np.sin(x) * np.cos(x) + np.exp(-x * x) / (1 + x * x)
     f = tracer.jit(lambda x: tnp.sin(x) * tnp.cos(x) + tnp.exp(-x * x) / (1 + x * x))
-    return Workload(f_np, f, (x,), _close(1e-5), "sin(x)*cos(x)+exp(-x*x)/(1+x*x), f32")
+    import hand_numba
+    return Workload(f_np, f, (x,), _close(1e-5), "sin(x)*cos(x)+exp(-x*x)/(1+x*x), f32",
+                    hand_numba.elementwise)
 
 
 # ------------------------------------------ softmax ----------------------------------------
@@ -57,7 +60,9 @@ def softmax_tracer(x):
 def softmax_rows(quick):
     n = 256 if quick else 4096
     x = np.random.default_rng(1).normal(size=(n, n)).astype(np.float32)
-    return Workload(softmax_np, tracer.jit(softmax_tracer), (x,), _close(1e-5), "rows, f32")
+    import hand_numba
+    return Workload(softmax_np, tracer.jit(softmax_tracer), (x,), _close(1e-5), "rows, f32",
+                    hand_numba.softmax_rows)
 
 
 # --------------------------------------- logsumexp grad ------------------------------------
