@@ -6,6 +6,8 @@ Empty reductions give the computation's identity: 0 for sum, 1 for prod, -inf / 
 integer minimum for max, +inf / the integer maximum for min (XLA's init values)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tracer import dtypes
@@ -343,6 +345,7 @@ def reduce(operands, init_values, computation, dimensions):
     if not flat_ops:
         raise ValueError("reduce: needs at least one operand")
     flat_ops = [as_lax_value(x) for x in flat_ops]
+    flat_init_values = flat_inits
     flat_inits = [_init_like(v, x) for v, x in zip(flat_inits, flat_ops)]
     nd = get_aval(flat_ops[0]).ndim
     dims = _canon_axes(dimensions, nd, "reduce")
@@ -352,6 +355,13 @@ def reduce(operands, init_values, computation, dimensions):
         raise TypeError(f"reduce: the computation must return the structure of the operands "
                         f"{tree}, got {out_tree}")
     monoid = _monoid_reducer(closed, flat_inits)
+    if monoid is None:
+        for v, x in zip(flat_init_values, flat_ops):
+            if type(v) is float and math.isinf(v) and get_aval(x).dtype.kind in "iub":
+                raise TypeError(
+                    f"reduce: init value {v!r} with operands of dtype {get_aval(x).dtype} "
+                    f"is the identity of max or min only; with this computation pass a "
+                    f"value of that dtype")
     if monoid is not None:
         out = monoid(flat_ops[0], dims) if dims else flat_ops[0]
         weak = get_aval(flat_ops[0]).weak_type and get_aval(flat_inits[0]).weak_type
@@ -375,12 +385,40 @@ def reduce(operands, init_values, computation, dimensions):
     return tree_unflatten(tree, outs)
 
 
+def scalar_init(fname, v, dtype, saturate=False):
+    """A Python scalar init value as a NumPy scalar of the operand's ``dtype``: exactly,
+    or, with ``saturate``, -inf/+inf as an integer or bool dtype's least/greatest value
+    (max's and min's identities there, as JAX reads such an init value). Raises
+    TypeError naming ``fname``, the value and the dtype where the value is not one of
+    the dtype's (NaN, inf or a fraction for integers, out of range)."""
+    dt = np.dtype(dtype)
+    if dt.kind in "iub" and type(v) is float:
+        if saturate and math.isinf(v):
+            return np.asarray(_minmax_identity(dt, v < 0), dt)
+        if not (math.isfinite(v) and v == int(v)):
+            raise TypeError(f"{fname}: init value {v!r} is not a value of the operands' "
+                            f"dtype {dt.name}; pass one of that dtype (for max, "
+                            f"{_minmax_identity(dt, True)!r}; for min, "
+                            f"{_minmax_identity(dt, False)!r})")
+        v = int(v)
+    try:
+        with np.errstate(all="ignore"):
+            out = np.asarray(v, dt)
+    except (OverflowError, TypeError, ValueError):
+        out = None
+    if out is None or (dt.kind in "iu" and int(out) != v):
+        raise TypeError(f"{fname}: init value {v!r} is out of range for the operands' dtype "
+                        f"{dt.name}; pass a value of that dtype")
+    return out
+
+
 def _init_like(v, x):
     # Python scalar init values take the operand's dtype (weakly typed, like lax's
     # binary ops); arrays must already match.
     if type(v) in (bool, int, float, complex):
         from tracer.core import Array
-        return Array(np.asarray(v, get_aval(x).dtype), weak_type=type(v) is not bool)
+        return Array(scalar_init("reduce", v, get_aval(x).dtype, saturate=True),
+                     weak_type=type(v) is not bool)
     return as_lax_value(v)
 
 

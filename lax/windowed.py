@@ -273,8 +273,9 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         if fast is not None:
             return fast.bind(ops[0], window_dimensions=wd, window_strides=ws, padding=pad,
                              base_dilation=bd, window_dilation=wdl)
-    inits = [shapes.full((), v, get_aval(o).dtype) if not hasattr(v, "aval") and
-             np.ndim(v) == 0 else v for v, o in zip(inits, ops)]
+    inits = [shapes.full((), red.scalar_init("reduce_window", v, get_aval(o).dtype)
+                         if type(v) in (bool, int, float) else v, get_aval(o).dtype)
+             if not hasattr(v, "aval") and np.ndim(v) == 0 else v for v, o in zip(inits, ops)]
     padded = [shapes.pad(o, i, [(lo, hi, b - 1) for (lo, hi), b in zip(pad, bd)])
               for o, i in zip(ops, inits)]
     out = _out_shape(shape, wd, ws, pad, bd, wdl)
@@ -307,12 +308,14 @@ def _monoid(computation, operand, init):
         return None
     if iv.shape != () or iv.dtype == object:
         return None
-    dt = get_aval(operand).dtype
+    # the identity of the operand's dtype or of the init value's own, as JAX tests it
+    # (-inf with an integer operand is max's identity too)
+    dts = (get_aval(operand).dtype, iv.dtype)
     if computation is _lax.add and iv == 0:
         return reduce_window_sum_p
-    if computation is _lax.max and iv == red._minmax_identity(dt, True):
+    if computation is _lax.max and any(iv == red._minmax_identity(d, True) for d in dts):
         return reduce_window_max_p
-    if computation is _lax.min and iv == red._minmax_identity(dt, False):
+    if computation is _lax.min and any(iv == red._minmax_identity(d, False) for d in dts):
         return reduce_window_min_p
     return None
 

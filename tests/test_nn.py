@@ -96,6 +96,24 @@ def test_derivatives_at_kinks_match_jax(name, x, want):
     assert float(tracer.grad(getattr(nn, name))(x)) == pytest.approx(want, rel=1e-12)
 
 
+@pytest.mark.parametrize("name", ["relu", "relu6"])
+def test_relu_keeps_nan_and_gives_positive_zero_as_jax(name):
+    """Recorded from JAX 0.10.2 (x64): jax.nn.relu / relu6 of NaN is NaN (maximum's
+    propagation), of -0.0 is +0.0; their derivative at NaN is 0; eager, jit, vmap(grad)."""
+    x = np.array([np.nan, -0.0, 0.0, -1.0, 2.0, 7.0, np.inf, -np.inf], np.float32)
+    want = {"relu": [np.nan, 0, 0, 0, 2, 7, np.inf, 0], "relu6": [np.nan, 0, 0, 0, 2, 6, 6, 0]}
+    dwant = {"relu": [0, 0, 0, 0, 1, 1, 1, 0], "relu6": [0, 0, 0, 0, 1, 0, 0, 0]}
+    f = getattr(nn, name)
+    for got in (f(x), tracer.jit(f)(x)):
+        got = np.asarray(got)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, np.array(want[name], np.float32))
+        assert not np.signbit(got).any()
+    np.testing.assert_array_equal(np.asarray(tracer.vmap(tracer.grad(f))(x)), dwant[name])
+    np.testing.assert_array_equal(np.asarray(f(np.array([1, -2, 3], np.int32))),
+                                  [1, 0, 3])
+
+
 @pytest.mark.parametrize("name", ["sigmoid", "log_sigmoid", "softplus", "silu", "elu",
                                   "selu", "celu", "gelu", "mish", "soft_sign", "squareplus",
                                   "sparse_plus", "hard_silu", "log1mexp"])

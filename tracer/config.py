@@ -53,11 +53,21 @@ class Config:
         self._local = threading.local()
         self._listeners = []
 
-    def update(self, name: str, value) -> None:
-        """Set flag ``name`` to ``value``; raises ValueError for an unknown flag."""
+    def _known(self, fname: str, name: str) -> str:
+        """``name`` as this config spells it: JAX's spelling (``jax_enable_x64``) is
+        accepted for every flag. Raises ValueError naming the known flags."""
+        if name not in self._values and isinstance(name, str) and \
+                name.removeprefix("jax_") in self._values:
+            name = name.removeprefix("jax_")
         if name not in self._values:
-            raise ValueError(f"config.update: unknown flag {name!r}; known flags: "
-                             f"{sorted(self._values)}")
+            raise ValueError(f"config.{fname}: unknown flag {name!r}; known flags: "
+                             f"{sorted(self._values)} (each also as jax_<flag>)")
+        return name
+
+    def update(self, name: str, value) -> None:
+        """Set flag ``name`` (or JAX's ``jax_<name>``) to ``value``; raises ValueError for
+        an unknown flag."""
+        name = self._known("update", name)
         if name == "jit_compile" and value not in ("async", "sync", "none"):
             raise ValueError(f"config.update('jit_compile', {value!r}): expected 'async', 'sync' or 'none'")
         self._values[name] = value
@@ -65,19 +75,20 @@ class Config:
             fn(name, value)
 
     def read(self, name: str):
-        return self._values[name]
+        """The value of flag ``name`` (or JAX's ``jax_<name>``)."""
+        return self._values[self._known("read", name)]
 
     def __getattr__(self, name):
+        # (JAX reads flags as config.jax_enable_x64: accepted too)
         if name.startswith("_"):
             raise AttributeError(name)
         try:
-            return self._values[name]
-        except KeyError:
+            return self._values[self._known("read", name)]
+        except ValueError:
             raise AttributeError(f"tracer.config has no flag {name!r}") from None
 
-    # JAX spells reads as config.jax_enable_x64; accept both spellings.
     def __getitem__(self, name):
-        return self._values[name.removeprefix("jax_")]
+        return self._values[self._known("read", name)]
 
 
 def _flag(name):

@@ -58,18 +58,27 @@ def identity(x):
     return as_operand(x)
 
 
+def _nan_through(x, y):
+    """``y``, except NaN where ``x`` is NaN, with a zero derivative there (as JAX's
+    relu, ``maximum(x, 0)`` with its own jvp, gives)."""
+    if not dtypes.is_inexact(get_aval(x).dtype):
+        return y
+    return lax.select(lax.ne(x, x), _stop_gradient(x), y)
+
+
 def relu(x):
-    """max(x, 0), with relu'(0) = 0 (``jax.nn.relu``)."""
+    """max(x, 0), with relu'(0) = 0 (``jax.nn.relu``): NaN stays NaN, -0.0 gives 0.0."""
     x = as_operand(x)
     check_arraylike("relu", x)
-    return lax.select(lax.gt(x, _c(x, 0)), x, _zeros(x))
+    return _nan_through(x, lax.select(lax.gt(x, _c(x, 0)), x, _zeros(x)))
 
 
 def relu6(x):
-    """min(max(x, 0), 6), with zero derivative at 0 and 6 (``jax.nn.relu6``)."""
+    """min(max(x, 0), 6), with zero derivative at 0 and 6 (``jax.nn.relu6``); NaN stays
+    NaN."""
     x = as_operand(x)
     inside = lax.select(lax.lt(x, _c(x, 6)), x, lax.full_like(x, 6))
-    return lax.select(lax.gt(x, _c(x, 0)), inside, _zeros(x))
+    return _nan_through(x, lax.select(lax.gt(x, _c(x, 0)), inside, _zeros(x)))
 
 
 def sigmoid(x):

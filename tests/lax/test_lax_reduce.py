@@ -362,3 +362,38 @@ def test_jit_fold_with_a_non_elementwise_computation_is_a_host_step():
     f = lambda x: lax.reduce(x, 0.5, comp, (1,))
     assert "host_step reduce" in tracer.jit(f).lower(x).as_text()
     np.testing.assert_array_equal(np.asarray(tracer.jit(f)(x)), np.asarray(f(x)))
+
+
+def test_infinite_init_values_with_integer_operands_are_the_max_min_identities():
+    """Recorded from JAX 0.10.2: -inf / +inf init values with integer or bool operands
+    make lax.max / lax.min reductions and windows their integer monoids (JAX compares an
+    init value with the identity of its own dtype); other init values an integer operand
+    cannot hold -- inf with another computation, NaN, fractions, out of range -- raise a
+    TypeError naming the function, the value and the dtype."""
+    import tracer.numpy as jnp
+    x = np.array([-3, -1, -2, -5], np.int8)
+    np.testing.assert_array_equal(
+        np.asarray(lax.reduce_window(x, -jnp.inf, lax.max, (2,), (2,), "VALID")), [-1, -2])
+    np.testing.assert_array_equal(
+        np.asarray(lax.reduce_window(-x, jnp.inf, lax.min, (2,), (2,), "VALID")), [1, 2])
+    assert int(lax.reduce(x, -jnp.inf, lax.max, (0,))) == -1
+    assert int(lax.reduce(x, jnp.inf, lax.min, (0,))) == -5
+    u = np.array([[3, 200], [1, 2]], np.uint8)
+    np.testing.assert_array_equal(
+        np.asarray(lax.reduce_window(u, float("inf"), lax.min, (1, 2), (1, 2), "VALID")),
+        [[3], [1]])
+    np.testing.assert_array_equal(np.asarray(lax.reduce(u, -np.inf, lax.max, (1,))), [200, 2])
+    assert bool(lax.reduce(np.array([True, False]), -np.inf, lax.max, (0,)))
+    g = tracer.grad(lambda v: lax.reduce_window(v, -jnp.inf, lax.max, (2,), (2,),
+                                                "VALID").sum())(np.array([1.0, 3.0, 3.0, 2.0]))
+    np.testing.assert_array_equal(np.asarray(g), [0, 1, 1, 0])
+    bad = [(lambda: lax.reduce_window(x, -np.inf, lambda a, b: lax.max(a, b), (2,), (2,),
+                                      "VALID"), "reduce_window: init value -inf.*int8"),
+           (lambda: lax.reduce(x, 0.5, lax.add, (0,)), "reduce: init value 0.5.*int8"),
+           (lambda: lax.reduce(x, float("nan"), lax.max, (0,)), "reduce: init value nan"),
+           (lambda: lax.reduce(x, 1000, lax.add, (0,)), "reduce: init value 1000.*int8"),
+           (lambda: lax.reduce_window(x, 1000, lax.add, (2,), (2,), "VALID"),
+            "reduce_window: init value 1000 .*int8")]
+    for call, match in bad:
+        with pytest.raises(TypeError, match=match):
+            call()
