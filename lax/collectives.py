@@ -833,7 +833,7 @@ _mailboxes: dict = {}   # id(AxisData) -> (AxisData, {perm: [stacked values]})
 
 def _mailbox(axis_data):
     from tracer import core
-    live = {id(m.global_data) for m in core.trace_stack}
+    live = {id(m.global_data) for m in core.current_trace_stack()}
     for k in [k for k in _mailboxes if k not in live]:
         del _mailboxes[k]                     # vmaps that ended: drop unreceived sends
     entry = _mailboxes.get(id(axis_data))

@@ -138,7 +138,7 @@ def eager_binary(p: Primitive, fname: str, x, y, kinds: str = "fciu",
     ``core.eval_primitive`` uses, without its loops over operands and results. With
     ``plans`` (an ``eager_binary_op``'s), the plan is remembered there for the operands'
     avals."""
-    if core._dynamic_trace.level:
+    if core.dynamic_level():
         return None
     x0, y0 = x, y
     tx, ty = type(x), type(y)
@@ -270,7 +270,7 @@ def eager_binary_op(p: Primitive, fname: str, general: Callable, kinds: str = "f
             ax, vx, ay, vy = float, x, y._aval, y._value
         else:
             return slow(x, y)
-        if core._dynamic_trace.level:
+        if core._traces_active and core._trace_state.dynamic.level:  # (dynamic_level())
             return slow(x, y)
         lx, ly, fn, out_aval, dt, q, weak = last
         if lx is not ax or ly is not ay:
@@ -333,7 +333,7 @@ def eager_unary_op(p: Primitive, general: Callable, kinds: str) -> Callable:
     run = core.quiet_run()
 
     def op(x, /):
-        if type(x) is not Array or core._dynamic_trace.level:
+        if type(x) is not Array or core._traces_active and core._trace_state.dynamic.level:
             return general(x)
         plan = plans.get(id(x._aval))
         if plan is None:
@@ -380,7 +380,7 @@ def eager_unary(p: Primitive, x, params: dict):
     through the memoised plan of ``core.eval_primitive`` (the eager hot path of reductions:
     ``x.sum()``), or None where that does not apply (the caller takes the general path,
     with the same result). ``params`` must be hashable and exactly what ``bind`` gets."""
-    if core._dynamic_trace.level or type(x) is not Array:
+    if type(x) is not Array or core._traces_active and core._trace_state.dynamic.level:
         return None
     ax = x._aval or x.aval
     key = (p, ax, *params.items())

@@ -247,7 +247,7 @@ def _run_batched(axis_data, fun, in_dims, args):
     ``axis_data`` when it is still running (so that values the rule closes over, batched
     by that vmap, are understood), else inside a fresh vmap of the same size."""
     main = None
-    for m in core.trace_stack:
+    for m in core.current_trace_stack():
         if m.global_data is axis_data and m.trace_type is batching.BatchTrace:
             main = m
     if main is None:

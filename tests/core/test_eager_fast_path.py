@@ -491,3 +491,44 @@ def test_quiet_context_entered_again_and_ndarray_subclasses():
         for _ in range(3):
             np.testing.assert_array_equal(np.asarray(x + x), [0.0, 2.0, 4.0, 6.0])
     assert not calls
+
+
+def test_tracing_in_one_thread_leaves_eager_ops_of_others_eager():
+    """The trace stack and the dynamic trace are per thread (as JAX's): while one thread
+    is inside a jitted function's tracing, a grad and a vmap, another thread's ops on
+    concrete Arrays run eagerly -- Arrays with the right values, none of them staged into
+    the first thread's program -- and its own jit, grad and vmap work meanwhile."""
+    import threading
+    started, release = threading.Event(), threading.Event()
+    seen = {}
+
+    def f(x):
+        def inner(v):
+            y = jnp.sin(v) * 2.0
+            started.set()
+            release.wait(30)
+            return jnp.sum(y + 1.0)
+        return tracer.vmap(tracer.grad(inner))(x)
+
+    def traced():
+        seen["jaxpr"] = tracer.make_jaxpr(f)(np.ones((2, 3)))
+        seen["jit"] = np.asarray(tracer.jit(f)(np.ones((2, 3))))
+
+    t = threading.Thread(target=traced)
+    t.start()
+    assert started.wait(30)
+    x = jnp.asarray(np.array([1.0, 2.0], np.float32))
+    got = [x + x, 2.0 * x, jnp.exp(x), x.sum(), x @ x, x[0], jnp.sin(x)]
+    assert all(type(g) is tracer.Array for g in got)
+    np.testing.assert_allclose(np.asarray(got[0]), [2.0, 4.0])
+    np.testing.assert_allclose(float(got[4]), 5.0)
+    np.testing.assert_allclose(np.asarray(tracer.grad(lambda v: jnp.sum(v * v))(x)), [2, 4])
+    np.testing.assert_allclose(np.asarray(tracer.jit(lambda v: v * 3.0)(x)), [3, 6])
+    np.testing.assert_allclose(np.asarray(tracer.vmap(lambda v: v + 1.0)(x)), [2, 3])
+    release.set()
+    started.clear()
+    t.join(60)
+    assert not t.is_alive()
+    names = [e.primitive.name for e in seen["jaxpr"].jaxpr.eqns]
+    assert "exp" not in names and "dot_general" not in names
+    np.testing.assert_allclose(seen["jit"], 2 * np.cos(np.ones((2, 3))))

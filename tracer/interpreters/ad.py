@@ -552,7 +552,7 @@ def trace_to_call_jaxpr(flat_fun: Callable, in_avals):
 def no_transformation_active() -> bool:
     """True when nothing is being traced (user functions may then simply be called)."""
     from tracer import core
-    return len(core.trace_stack) == 1 and core._dynamic_trace.level == 0
+    return len(core.current_trace_stack()) == 1 and core.dynamic_level() == 0
 
 
 def lower_escaped(x):
@@ -562,7 +562,8 @@ def lower_escaped(x):
     from tracer import core
     while isinstance(x, Tracer):
         main = x._trace.main
-        if main.level < len(core.trace_stack) and core.trace_stack[main.level] is main:
+        stack = core.current_trace_stack()
+        if main.level < len(stack) and stack[main.level] is main:
             return x.full_lower()
         if isinstance(x, JVPTracer):
             x = x.primal

@@ -150,7 +150,7 @@ def vmap_flat(f: Callable, axis_size: int, axis_name, in_dims, args, group=None)
 
 def _named_mains():
     """The active vmaps with an axis name, innermost last."""
-    return [m for m in core.trace_stack
+    return [m for m in core.current_trace_stack()
             if m.trace_type is BatchTrace and m.global_data.name is not None]
 
 

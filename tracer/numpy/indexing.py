@@ -248,7 +248,7 @@ def rewriting_take(x, idx, *, indices_are_sorted=False, unique_indices=False, mo
     """``x[idx]`` as slices, a dynamic_slice or a gather. ``mode``: None, 'clip' or
     'promise_in_bounds' clamp out-of-range integers, 'fill'/'drop' return ``fill_value``
     for them (JAX's ``x.at[idx].get``)."""
-    if type(x) is Array and mode is None and not core._dynamic_trace.level:
+    if type(x) is Array and mode is None and not core.dynamic_level():
         out = _eager_basic_getitem(x, idx)
         if out is not None:
             return out

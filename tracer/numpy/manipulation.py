@@ -330,7 +330,7 @@ def _eager_matmul(a, b):
     impls (reshape, dot_general, reshape) run on the values at once, with its result
     aval, without the tracing machinery around them (13-25 us an eager ``W @ h``). None
     where that does not apply (the general path then gives the result or the error)."""
-    if type(a) is not Array or type(b) is not Array or core._dynamic_trace.level:
+    if type(a) is not Array or type(b) is not Array or core.dynamic_level():
         return None
     key = (a.aval, b.aval, config.enable_x64)
     plan = _eager_matmul_plans.get(key)

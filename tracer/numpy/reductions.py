@@ -47,7 +47,7 @@ def _eager_reduction(a, fname, axis, keepdims, caller=None):
     typed float Array with no dtype, initial or where (``x.sum()``): the primitive's impl
     through ``lax.utils.eager_unary``, the same impl and result as the general path, with
     none of its promotion work. None where it does not apply."""
-    if type(a) is not Array or core._dynamic_trace.level:
+    if type(a) is not Array or core.dynamic_level():
         return None
     aval = a._aval or a.aval
     if aval.dtype.kind != "f" or aval.weak_type:
