@@ -273,9 +273,7 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         if fast is not None:
             return fast.bind(ops[0], window_dimensions=wd, window_strides=ws, padding=pad,
                              base_dilation=bd, window_dilation=wdl)
-    inits = [shapes.full((), red.scalar_init("reduce_window", v, get_aval(o).dtype)
-                         if type(v) in (bool, int, float) else v, get_aval(o).dtype)
-             if not hasattr(v, "aval") and np.ndim(v) == 0 else v for v, o in zip(inits, ops)]
+    inits = [_window_init(v, get_aval(o).dtype) for v, o in zip(inits, ops)]
     padded = [shapes.pad(o, i, [(lo, hi, b - 1) for (lo, hi), b in zip(pad, bd)])
               for o, i in zip(ops, inits)]
     out = _out_shape(shape, wd, ws, pad, bd, wdl)
@@ -298,6 +296,21 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         acc = [shapes.broadcast_in_dim(i, out, ()) for i in inits]
     del nd
     return tree_unflatten(tree, acc)
+
+
+def _window_init(v, dtype):
+    """reduce_window's init value for operands of ``dtype`` on the general path: a Python
+    scalar taken as a value of that dtype (``reductions.scalar_init``), anything else
+    of that dtype already. Raises TypeError otherwise (JAX: inconsistent dtypes)."""
+    if type(v) in (bool, int, float):
+        return shapes.full((), red.scalar_init("reduce_window", v, dtype), dtype)
+    dt = get_aval(v).dtype if hasattr(v, "aval") else np.asarray(v).dtype
+    if dt != dtype:
+        raise TypeError(f"reduce_window: init value {v!r} has dtype {np.dtype(dt).name}, the "
+                        f"operands {np.dtype(dtype).name}; pass an init value of the "
+                        f"operands' dtype (e.g. np.{np.dtype(dtype).name}(...)) or a Python "
+                        f"scalar")
+    return v if hasattr(v, "aval") or np.ndim(v) else shapes.full((), v, dtype)
 
 
 def _monoid(computation, operand, init):

@@ -209,9 +209,11 @@ def _is_lit(a, value) -> bool:
     v = np.asarray(a.val)
     if v.shape != ():
         return False
+    # (is_floating, not kind "f": ml_dtypes' bfloat16 and float8 types are kind "V")
     if value == "-0.0":
-        return v.dtype.kind == "f" and v == 0 and np.signbit(v)
-    return bool(v == value) and not (v.dtype.kind == "f" and value == 0 and np.signbit(v))
+        return dtypes.is_floating(v.dtype) and v == 0 and bool(np.signbit(v))
+    return bool(v == value) and not (dtypes.is_floating(v.dtype) and value == 0
+                                     and np.signbit(v))
 
 
 def _same_type(a, v) -> bool:

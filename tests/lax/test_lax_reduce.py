@@ -393,7 +393,16 @@ def test_infinite_init_values_with_integer_operands_are_the_max_min_identities()
            (lambda: lax.reduce(x, float("nan"), lax.max, (0,)), "reduce: init value nan"),
            (lambda: lax.reduce(x, 1000, lax.add, (0,)), "reduce: init value 1000.*int8"),
            (lambda: lax.reduce_window(x, 1000, lax.add, (2,), (2,), "VALID"),
-            "reduce_window: init value 1000 .*int8")]
+            "reduce_window: init value 1000 .*int8"),
+           (lambda: lax.reduce_window(x, np.float32(-np.inf), lambda a, b: lax.max(a, b),
+                                      (2,), (2,), "VALID"),
+            "reduce_window: init value .*dtype float32, the operands int8"),
+           (lambda: lax.reduce_window(x, np.int64(300), lax.max, (2,), (2,), "SAME"),
+            "reduce_window: init value .*dtype int64, the operands int8")]
+    # a NumPy scalar equal to max's identity in its own dtype is max's monoid (JAX)
+    np.testing.assert_array_equal(
+        np.asarray(lax.reduce_window(x, np.float32(-np.inf), lax.max, (2,), (2,), "VALID")),
+        [-1, -2])
     for call, match in bad:
         with pytest.raises(TypeError, match=match):
             call()

@@ -79,18 +79,24 @@ def test_fold_constants_and_simplify():
     same_values(closed, out, [X, i])
 
 
-def test_simplify_keeps_signed_zeros():
+@pytest.mark.parametrize("dt", ["float64", "float32", "float16", "bfloat16"])
+def test_simplify_keeps_signed_zeros(dt):
     """x - (-0.0) and x + 0.0 turn -0.0 into +0.0, so neither is x; x - 0.0 and
-    x + (-0.0) are x for every x. Checked on the compiled result too."""
+    x + (-0.0) are x for every x, in every float dtype (bfloat16's NumPy kind is "V").
+    Checked on the compiled result too."""
+    dt = tnp.bfloat16 if dt == "bfloat16" else np.dtype(dt)
+    z, nz = np.array(0.0, dt), np.array(-0.0, dt)
     def f(x):
-        return lax.sub(x, -0.0), lax.add(x, 0.0), lax.sub(x, 0.0), lax.add(x, -0.0)
-    x = np.array([-0.0, 0.0, 1.5, -np.inf, np.nan])
+        return lax.sub(x, nz), lax.add(x, z), lax.sub(x, z), lax.add(x, nz)
+    x = np.array([-0.0, 0.0, 1.5, -np.inf, np.nan]).astype(dt)
     names = prims(pipeline.optimize(closed_of(f, x)))
     assert names.count("sub") == 1 and names.count("add") == 1
-    want = [np.subtract(x, -0.0), np.add(x, 0.0), x, x]
+    x32 = x.astype(np.float32)
+    want = [np.subtract(x32, -0.0), np.add(x32, 0.0), x32, x32]
     for got, w in zip(tracer.jit(f)(x), want):
-        np.testing.assert_array_equal(np.signbit(np.asarray(got)), np.signbit(w))
-        np.testing.assert_array_equal(np.asarray(got), w)
+        got = np.asarray(got).astype(np.float32)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(w))
+        np.testing.assert_array_equal(got, w)
 
 
 def test_simplify_keeps_complex_multiplication_and_division_by_one():
