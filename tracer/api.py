@@ -63,7 +63,7 @@ def _as_array(x):
     mutation by the caller does not change traced results)."""
     if isinstance(x, (Tracer, Array)):
         return x
-    if isinstance(x, (bool, int, float, complex)):
+    if type(x) in (bool, int, float, complex):     # (NumPy scalars: canonicalized below)
         dt, weak = dtypes.dtype_and_weak_type(x)
         return Array(np.asarray(x, dt), weak)
     return Array(np.array(to_numpy(x), copy=True))

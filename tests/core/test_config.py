@@ -34,3 +34,26 @@ def test_unknown_flags_are_refused_with_the_known_ones():
         config.jax_no_such_flag
     with pytest.raises(ValueError, match="jit_compile"):
         config.update("jit_compile", "eager")
+
+
+def test_numpy_scalars_follow_enable_x64_as_arrays_do():
+    """Recorded from JAX 0.10.2: with x64 off, NumPy's float64 and complex128 scalars
+    (instances of Python's float and complex) become float32 and complex64 Arrays, strongly
+    typed, as 0-d arrays do, in jnp.asarray/array/full, device_put and grad; with x64 on
+    they keep their dtypes, and float32 scalars stay float32."""
+    config = tracer.config
+    before = config.enable_x64
+    try:
+        for x64, f, c in ((False, np.float32, np.complex64), (True, np.float64, np.complex128)):
+            config.update("enable_x64", x64)
+            for make in (jnp.asarray, jnp.array, tracer.device_put):
+                a = make(np.float64(1.5))
+                assert a.dtype == f and not a.aval.weak_type
+                assert make(np.complex128(1j)).dtype == c
+                assert make(np.float32(1.5)).dtype == np.float32
+            assert jnp.full((2,), np.float64(1.5)).dtype == f
+            assert jnp.full((2,), np.int8(1)).dtype == np.int8
+            assert tracer.grad(lambda v: v * v)(np.float64(2.0)).dtype == f
+            assert jnp.asarray(1.5).aval.weak_type and jnp.asarray(1.5).dtype == f
+    finally:
+        config.update("enable_x64", before)

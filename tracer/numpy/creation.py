@@ -46,7 +46,9 @@ def _array(object, dtype, ndmin, fname):
         out = stack([array(o) for o in object])
         if dt is not None:
             out = lax.convert_element_type(out, dt)
-    elif isinstance(object, (bool, int, float, complex)):
+    elif type(object) in (bool, int, float, complex):
+        # (Python scalars only: NumPy's float64 and complex128 scalars are float and
+        # complex instances too, and take their dtype, canonicalized, as 0-d arrays do)
         d, weak = dtypes.dtype_and_weak_type(object)
         dtypes.check_int_fits(object, d if dt is None else dt, f"tracer.numpy.{fname}")
         if dt is not None:
@@ -157,7 +159,7 @@ def full(shape, fill_value, dtype=None, *, device=None):
         v = asarray(fill_value, dtype=dt)
         return broadcast_to(v, shape)
     if dt is None:
-        if isinstance(fill_value, (bool, int, float, complex)):
+        if type(fill_value) in (bool, int, float, complex):
             dt = dtypes.dtype_and_weak_type(fill_value)[0]
             dtypes.check_int_fits(fill_value, dt, "tracer.numpy.full")
             return lax.full(shape, fill_value, dt)
