@@ -175,8 +175,8 @@ def eager_binary(p: Primitive, fname: str, x, y, kinds: str = "fciu",
 # An eager_binary_op's plans: {key of x: {key of y: (the function to call, the result's
 # aval, its dtype, how to call it (``_quiet_kind``), its weak type, the operands' avals)}}.
 # An Array's key is the id of its aval, kept alive by the entry (so the id cannot name
-# another aval meanwhile); a Python float's key is the id of ``float``. Filled by ``eager_binary``,
-# read by the op.
+# another aval meanwhile); a Python float's key is the id of ``float``. Filled by
+# ``eager_binary``, read by the op.
 
 # Python floats go to a ufunc as they are only where NumPy gives them the array's dtype
 # (NEP 50), as the weak-typed scalar does.
@@ -235,9 +235,9 @@ def eager_binary_op(p: Primitive, fname: str, general: Callable, kinds: str = "f
     time their avals meet, which remembers the plan in this op's own table; the next
     time the remembered impl runs at once with floating-point errors ignored (a ufunc in
     the quiet context, ``core.quiet_run``; another impl under one error-state switch).
-    The result is the general path's (the same impl, the same aval); anything else -- another operand
-    type, an active trace, an impl result of another type or dtype -- takes
-    ``general``. ``swap``: the function computes ``p(y, x)`` (a reflected operator,
+    The result is the general path's (the same impl, the same aval); anything else --
+    another operand type, an active trace, an impl result of another type or dtype --
+    takes ``general``. ``swap``: the function computes ``p(y, x)`` (a reflected operator,
     ``__radd__``)."""
     plans: dict = {}
     get = plans.get

@@ -1361,7 +1361,8 @@ class JitWrapped:
         key, leaves, in_tree, snums, static_pos, static_kw, nargs = \
             self._key_and_args(args, kwargs)
         traced, _ = self._get_traced(key, leaves, in_tree, static_pos, static_kw, nargs)
-        if not traced.hoisted_consts and (not core._traces_active or len(core.current_trace_stack()) == 1) and \
+        if not traced.hoisted_consts and (not core._traces_active or len(
+                core.current_trace_stack()) == 1) and \
                 core.find_top_trace(leaves) is None:
             # no transformation active (an enclosing vmap may bind axis names even with
             # no mapped operand): run the compiled program directly (the same as
