@@ -214,6 +214,13 @@ _OFFSET_LOOP_MAX_TAPS = 64
 _TAPS_MIN_SIZE = 16384          # N * prod(out) * I, one tap's column buffer
 
 
+def _tap_view(tap, rhs_dil, out_sp, strides):
+    """The index of kernel tap ``tap``'s input elements, one per output position, in a
+    channels-last padded operand (N, *S, C)."""
+    return (slice(None),) + tuple(slice(k * d, k * d + (o - 1) * s + 1, s)
+                                  for k, d, o, s in zip(tap, rhs_dil, out_sp, strides))
+
+
 def _conv_by_taps(x, rhs, strides, rhs_dil, out_sp, G):
     """x (N, C, *S) padded, rhs (O, I, *K) -> (N, O, *out), one matrix product per tap
     and feature group, summed: each tap's shifted view is copied channels-last into a
@@ -234,10 +241,7 @@ def _conv_by_taps(x, rhs, strides, rhs_dil, out_sp, G):
         wg = np.moveaxis(rhs[g * Og:(g + 1) * Og], (0, 1), (-1, -2))   # (*K, I, Og)
         acc = np.zeros((M, Og), dt)
         for tap in np.ndindex(*K):
-            src = (slice(None),) + tuple(
-                slice(k * d, k * d + (o - 1) * s + 1, s)
-                for k, d, o, s in zip(tap, rhs_dil, out_sp, strides))
-            np.copyto(buf, xg[src])
+            np.copyto(buf, xg[_tap_view(tap, rhs_dil, out_sp, strides)])
             np.matmul(buf.reshape(M, I), wg[tap], out=prod)
             acc += prod
         outs.append(acc)
@@ -265,10 +269,7 @@ def _conv_im2col(x, rhs, strides, rhs_dil, out_sp, G):
     for g in range(G):
         xg = xt[..., g * I:(g + 1) * I]
         for tap in np.ndindex(*K):
-            src = (slice(None),) + tuple(
-                slice(k * d, k * d + (o - 1) * s + 1, s)
-                for k, d, o, s in zip(tap, rhs_dil, out_sp, strides))
-            cols[lead + tap] = xg[src]
+            cols[lead + tap] = xg[_tap_view(tap, rhs_dil, out_sp, strides)]
         wg = np.moveaxis(rhs[g * Og:(g + 1) * Og], (0, 1), (-1, -2)).reshape(KI, Og)
         outs.append(cols.reshape(-1, KI) @ wg)
     out = np.concatenate(outs, axis=1) if G > 1 else outs[0]

@@ -94,7 +94,7 @@ class _NumPyOnly:
         self.error = error
 
     def ensure_compiled(self):
-        pass
+        """Nothing to compile: this program runs on the NumPy tier only."""
 
     def __call__(self, args):
         from numba_backend.executor import eval_numpy
