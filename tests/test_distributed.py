@@ -140,10 +140,11 @@ def test_a_failing_process_ends_the_job(how, n):
     # sysexit: process 1 exits cleanly while the others wait in a psum; they give up
     # after TRACER_MPI_TIMEOUT seconds
     rc, out, secs = launch(n, "faults.py", how, timeout=90, TRACER_MPI_TIMEOUT=5)
-    if rc != 0 and not out:
+    if rc != 0 and (not out or how == "raise" and "tracer.distributed:" not in out):
         # (in full CI runs on a loaded 2-core machine the launcher has ended non-zero with
-        # no output at all: twice for sysexit-2, once for raise-4; never reproduced
-        # alone: launched once more, the message must be there)
+        # no output at all: twice for sysexit-2, once for raise-4; and once for raise-4
+        # with the output cut inside the traceback's last line, before the hook's own
+        # line; never reproduced alone: launched once more, the message must be there)
         rc, out, secs = launch(n, "faults.py", how, timeout=90, TRACER_MPI_TIMEOUT=5)
     assert rc != 0, out
     assert "UNREACHABLE" not in out
