@@ -77,7 +77,7 @@ from typing import NamedTuple
 import numpy as np
 
 from lowering.ir import HostStep, KernelStep, LibraryCall
-from numba_backend import cache, codegen, host_callbacks
+from numba_backend import cache, codegen, host_callbacks, registers
 from numba_backend.driver_runtime import dot_mm_call
 from numba_backend.loop_runner import NotRunnable, ScanRunner
 from numba_backend.compile_worker import (PACKAGE, array_spec, dispatcher, load_module,
@@ -152,6 +152,8 @@ class _Gen:
         self.views: list = []
         self.swapped: set = set()       # carry buffers: rebound every iteration
         self.partner: dict = {}         # a carry buffer -> the other of its pair
+        # the lines swapping carries: (index in ``em.lines``, current, next buffers)
+        self.swaps: list = []
         self.aliases: dict = {}         # a cond's result var -> the vars bound to it
         self.counter = 0
         self.flags = _flags()
@@ -211,13 +213,20 @@ class _Gen:
         self.line(f"{v} = reshape_c({var}, {self.dims(shape)})")
         return v
 
-    def copy(self, dst, src, dtype, ndim):
-        """``dst[...] = src`` for C-contiguous arrays of ``dtype`` and rank ``ndim``
-        (same shapes), as a loop (``driver_runtime.copy_c``: compiled once, not typed by
-        each driver)."""
-        if ndim == 0:
-            self.line(f"{dst}[()] = {src}[()]")
+    def copy(self, dst, src, aval, lead=""):
+        """``dst[lead..., ...] = src`` for C-contiguous arrays of ``aval``'s dtype and
+        shape (``dst`` of rank ``aval.ndim`` with no ``lead``, one more with a loop index
+        ``lead``): element by element for a few elements (their copies may then become
+        locals, numba_backend.registers), else as a loop (``driver_runtime.copy_c``:
+        compiled once, not typed by each driver)."""
+        dtype, ndim = aval.dtype, aval.ndim
+        if aval.size <= registers.SCALAR_MAX_ELEMENTS:
+            for idx in np.ndindex(*aval.shape):
+                d = ", ".join([lead] * bool(lead) + [str(i) for i in idx]) or "()"
+                self.line(f"{dst}[{d}] = {src}[{', '.join(map(str, idx)) or '()'}]")
             return
+        if lead:
+            dst = f"{dst}[{lead}]"
         a = array_spec(dtype, ndim, False)
         self.line(f"call_kernel(KP[{self.runtime_global('copy_c', [a, a])}], {src}, {dst})")
 
@@ -309,9 +318,15 @@ class _Gen:
             return _NAME.sub(lambda m: names.get(m.group(0), m.group(0)), code) + sep + comment
 
         for line in plan.header:
-            # the kernel's integers (extents, offsets) are constants here: LLVM unrolls
-            # the loops of a few elements and folds their index arithmetic
+            # the kernel's integers (extents, offsets) are constants here, written into
+            # the code: a loop of a few elements is unrolled, its indices fold, and its
+            # small arrays can live in locals (numba_backend.registers)
             line = _IP_READ.sub(lambda m: str(int(iparams[int(m.group(1))])), line)
+            const = _INT_LINE.match(line)
+            if const is not None and const.group(1) not in plan.stored:
+                value = int(const.group(2))
+                names[const.group(1)] = str(value) if value >= 0 else f"({value})"
+                continue
             self.prologue.append(rename(line))
         self.imports.update(plan.imports)
         self.line(f"# (its kernel inlined: locals {prefix}*)")
@@ -319,8 +334,10 @@ class _Gen:
             # (as for a called kernel: an empty iteration space runs nothing)
             self.line("pass  # (empty)")
             return
-        for line in plan.body:
-            self.line(rename(line))
+        level = "    " * self.em.level
+        self.em.lines += [level + line for line in
+                          registers.fold(registers.unroll([rename(line)
+                                                           for line in plan.body]))]
 
     def flat_view(self, var, aval) -> str:
         if aval.ndim <= 1:
@@ -421,14 +438,15 @@ class _Gen:
         for c, n in zip(cur, nxt):
             self.partner[c], self.partner[n] = n, c
         for c, v, a in zip(cur, init, avals):
-            self.copy(c, v, a.dtype, a.ndim)
+            self.copy(c, v, a)
         return cur, nxt
 
     def advance(self, cur, nxt, outs, written, avals):
         for n, o, w, a in zip(nxt, outs, written, avals):
             if not w:
-                self.copy(n, o, a.dtype, a.ndim)
+                self.copy(n, o, a)
         if cur:
+            self.swaps.append((len(self.em.lines), cur, nxt))
             self.line(f"{', '.join(cur + nxt)}, = {', '.join(nxt + cur)},")
 
     def scan(self, spec, ins):
@@ -460,7 +478,7 @@ class _Gen:
                                          nxt + [None] * len(y_avals))
             for y, o, a in zip(ys, outs[nk:], y_avals):
                 if a.ndim >= 2:
-                    self.copy(f"{y}[{i}]", o, a.dtype, a.ndim - 1)
+                    self.copy(y, o, a.update(shape=a.shape[1:]), lead=i)
                 else:
                     self.line(f"{y}[{i}] = {o}[()]")
             self.advance(cur, nxt, outs[:nk], written[:nk], k_avals)
@@ -665,6 +683,7 @@ INLINE_MAX_LINES = 120
 _NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 _HOISTED = re.compile(r"^    \w+ = (ip\[\d+\]|np\.\w+\(fp\[\d+\]\))\s*(#.*)?$")
 _IP_READ = re.compile(r"\bip\[(\d+)\]")
+_INT_LINE = re.compile(r"^(\w+) = (-?\d+)\s*(#.*)?$")
 _plans: dict = {}
 
 
@@ -678,6 +697,7 @@ class _Paste(NamedTuple):
     ndim: int
     locals: frozenset
     imports: tuple
+    stored: frozenset       # the locals ``body`` assigns
 
 
 def _inline_plan(step, src):
@@ -743,7 +763,13 @@ def _make_plan(src, ndim):
     body = [line[4:] if line.startswith("    ") else line.lstrip() for line in lines]
     imports = tuple(line for line in head.splitlines()
                     if line.startswith(("import ", "from ")))
-    return _Paste(tuple(params), tuple(header), tuple(body), ndim, frozenset(local), imports)
+    try:
+        stored = {node.id for node in ast.walk(ast.parse("\n".join(body)))
+                  if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    except SyntaxError:
+        return None
+    return _Paste(tuple(params), tuple(header), tuple(body), ndim, frozenset(local), imports,
+                  frozenset(stored))
 
 
 def _flags() -> str:
@@ -913,12 +939,34 @@ def _arenas(g, outs):
     return own, views, [(n, dt, size) for dt, (n, size) in arenas.items()], lines
 
 
+def _scalarize(g, outs) -> list:
+    """Keep the driver's buffers of a few elements in locals where their uses allow
+    (``registers.scalarize``): they leave ``g.buffers``. -> the statements that store
+    the returned carries kept in locals into their arrays, before the return."""
+    viewed = {base for _, base, _ in g.views}
+    returned = _returned(g, outs)
+    candidates, convert = {}, {}
+    for v, aval in g.buffers:
+        if aval.size <= registers.SCALAR_MAX_ELEMENTS and not needs_view(aval.dtype) and \
+                v not in viewed and (v not in returned or v in g.swapped):
+            candidates[v] = tuple(aval.shape)
+            convert[v] = _np_name(aval.dtype)
+    if not candidates:
+        return []
+    lines, done = registers.scalarize(g.em.lines, candidates, g.swaps, convert)
+    g.em.lines = lines
+    kept = [o for o in outs if o in done]
+    g.buffers = [(v, a) for v, a in g.buffers if v not in done or v in kept]
+    return [line for o in dict.fromkeys(kept) for line in registers.write_back(o, done[o])]
+
+
 def build_source(spec):
     """(source text, kernels, IP, FP, const arrays, (buffers, views, arenas), host
     callback entries) of the driver of ``spec``."""
     g = _Gen()
     ins = [f"a{i}" for i in range(len(spec.in_avals))]
     outs = g.control(spec, ins)
+    write_back = _scalarize(g, outs)
     own, views, arenas, arena_lines = _arenas(g, outs)
     consts = [name for name, _ in g.arrays]
     bufs = [name for name, _, _ in arenas] + [name for name, _ in own] + \
@@ -974,6 +1022,8 @@ def build_source(spec):
             em.line(line)
     em.lines += g.em.lines
     em.level = 1
+    for line in write_back:
+        em.line(line)
     em.line(f"return ({''.join(o + ', ' for o in outs)})")
     ip = np.array(g.ints, dtype=np.int64)
     fp = np.array(g.floats, dtype=np.float64)

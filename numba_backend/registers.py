@@ -1,0 +1,283 @@
+"""Small arrays of a loop driver kept in scalar locals (``numba_backend.control_flow``).
+
+A loop body's kernels pasted into a driver pass their results through buffers: a
+3-element ``jnp.stack`` of an ODE's right-hand side is stored by one kernel and loaded by
+the next in the same iteration. LLVM cannot keep those values in registers (the buffers
+are views of one arena, so every store may alias every load), and each such round trip
+lengthens the loop's dependency chain. Here:
+
+- ``unroll`` repeats the body of a ``for v in range(N)`` loop of a few trips N times with
+  ``v`` a literal, so every index of a small array becomes a constant;
+- ``scalarize`` then rewrites every buffer of a few elements whose accesses all have
+  constant indices into one local per element (``b7[2]`` -> ``b7_2``); a store becomes an
+  assignment converted to the buffer's dtype, as the store did. A loop carry of a few
+  elements becomes locals too; the carry's array gets its final value after the loop.
+
+Any other use of a buffer (passed to a call, indexed by a loop variable, viewed) keeps it
+an array: the rewrite changes no value, only where values live.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+UNROLL_MAX_TRIPS = 8        # a loop of at most this many trips is unrolled ...
+# ... when its copies hold at most this many lines in all (Numba types each line: a
+# (2, 3) RK4 body unrolled whole took its driver's compile from 0.73 to 1.03 s)
+UNROLL_MAX_LINES = 160
+SCALAR_MAX_ELEMENTS = 8     # a buffer of at most this many elements may become locals
+
+_FOR = re.compile(r"^(\s*)for (\w+) in range\((\d+)\):\s*$")
+_TOKEN = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+_FOLDABLE = re.compile(r"^[\d\s+\-*%()/]+$")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _substitute(line: str, names: dict) -> str:
+    code, sep, comment = line.partition("#")
+    return _TOKEN.sub(lambda m: names.get(m.group(0), m.group(0)), code) + sep + comment
+
+
+def unroll(lines: list) -> list:
+    """``lines`` with each ``for v in range(N):`` (N a literal, at most
+    ``UNROLL_MAX_TRIPS``, its copies at most ``UNROLL_MAX_LINES`` lines) replaced by N
+    copies of its body, ``v`` replaced by 0, 1, ... N - 1 in each; inner loops likewise."""
+    out: list = []
+    k = 0
+    while k < len(lines):
+        line = lines[k]
+        m = _FOR.match(line.partition("#")[0])
+        if m is None:
+            out.append(line)
+            k += 1
+            continue
+        level = len(m.group(1))
+        end = k + 1
+        while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > level):
+            end += 1
+        block = unroll(lines[k + 1:end])
+        trips = int(m.group(3))
+        jumps = any(re.search(r"\b(break|continue)\b", b.partition("#")[0]) for b in block)
+        if trips <= UNROLL_MAX_TRIPS and trips * len(block) <= UNROLL_MAX_LINES and block \
+                and not jumps:
+            cut = min(_indent(b) for b in block if b.strip()) - level
+            for t in range(trips):
+                out.extend(_substitute(b[cut:], {m.group(2): str(t)}) for b in block)
+        else:
+            out.append(line)
+            out.extend(block)
+        k = end
+    return out
+
+
+_ASSIGN = re.compile(r"^(\s*)(\w+) = (.*)$")
+
+
+def _targets(code: str) -> set:
+    """The names a statement (or a block's header) binds."""
+    text = code.strip()
+    if not text:
+        return set()
+    if text.endswith(":"):
+        text += " pass"
+    for head in ("elif ", "else:"):
+        if text.startswith(head):   # (on its own, not a statement)
+            text = "if 0: pass\n" + text
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return {m.group(0) for m in _TOKEN.finditer(text)}     # (any: not constants)
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and
+            isinstance(n.ctx, (ast.Store, ast.Del))}
+
+
+def _fold(expr: str):
+    """The int an expression of literals and integer operators spells, or None."""
+    expr = expr.strip()
+    if not expr or not _FOLDABLE.match(expr) or "/" in expr.replace("//", ""):
+        return None
+    try:
+        v = eval(expr, {"__builtins__": {}})     # only digits and integer operators
+    except Exception:
+        return None
+    return v if isinstance(v, int) else None
+
+
+def fold(lines: list) -> list:
+    """``lines`` with each name whose top-level assignment spells an integer constant
+    (an unrolled loop's index arithmetic: ``t1 = (0 + 1)``) replaced by its value where
+    it is read, until it is assigned again. A name assigned inside a block is not
+    constant there nor after it."""
+    env: dict = {}
+    out = []
+    k = 0
+    while k < len(lines):
+        line = lines[k]
+        code, sep, comment = line.partition("#")
+        level = _indent(line)
+        if code.rstrip().endswith(":"):
+            # a block: whatever it assigns is not a constant from here on
+            end = k + 1
+            while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > level):
+                for name in _targets(lines[end].partition("#")[0]):
+                    env.pop(name, None)
+                end += 1
+        m = _ASSIGN.match(code.rstrip())
+        if m is not None:
+            value = _substitute(m.group(3), env)
+            out.append(f"{m.group(1)}{m.group(2)} = {value}" + (" " + sep + comment
+                                                                 if sep else ""))
+            v = _fold(value) if level == 0 else None
+            if v is None:
+                env.pop(m.group(2), None)
+            else:
+                env[m.group(2)] = str(v) if v >= 0 else f"({v})"
+        else:
+            for name in _targets(code):
+                env.pop(name, None)
+            out.append(_substitute(code, env) + sep + comment if env else line)
+        k += 1
+    return out
+
+
+def _index(text: str):
+    """The constant index a subscript's text spells (a tuple of ints, ``()`` for a 0-d
+    array's), or None."""
+    text = text.strip()
+    if text == "()":
+        return ()
+    parts = [p.strip() for p in text.split(",")]
+    if parts and parts[-1] == "":
+        parts.pop()
+    idx = [_fold(p) for p in parts]
+    return None if not idx or None in idx else tuple(idx)
+
+
+def _subscript_end(code: str, start: int):
+    """The position after the ``]`` closing the ``[`` at ``start``, or None."""
+    depth = 0
+    for p in range(start, len(code)):
+        c = code[p]
+        if c in "[(":
+            depth += 1
+        elif c in "])":
+            depth -= 1
+            if depth == 0:
+                return p + 1 if c == "]" else None
+    return None
+
+
+def local_name(name: str, idx: tuple) -> str:
+    return f"{name}_s" if not idx else name + "".join(f"_{i}" for i in idx)
+
+
+def _elements(shape):
+    out = [()]
+    for n in shape:
+        out = [i + (k,) for i in out for k in range(n)]
+    return out
+
+
+def _uses(lines, candidates):
+    """Check every use of the candidate buffers (name -> shape): the names used only
+    through constant in-range subscripts (their bare names on ``allowed`` lines, the
+    swaps, excepted). -> the set of names that fail."""
+    bad = set()
+    for line in lines:
+        code = line.partition("#")[0]
+        for m in _TOKEN.finditer(code):
+            name = m.group(0)
+            if name not in candidates or name in bad:
+                continue
+            shape = candidates[name]
+            end = m.end()
+            if end >= len(code) or code[end] != "[":
+                bad.add(name)
+                continue
+            close = _subscript_end(code, end)
+            idx = None if close is None else _index(code[end + 1:close - 1])
+            if idx is None or len(idx) != len(shape) or \
+                    any(not 0 <= i < n for i, n in zip(idx, shape)):
+                bad.add(name)
+                continue
+            if not code[:m.start()].strip():
+                # a store: a plain assignment only
+                rest = code[close:]
+                if not rest.startswith(" = ") or rest.startswith(" == "):
+                    bad.add(name)
+    return bad
+
+
+def _rewrite(line, names, convert):
+    code, sep, comment = line.partition("#")
+    out, pos, store = [], 0, None
+    for m in _TOKEN.finditer(code):
+        if m.start() < pos or m.group(0) not in names:
+            continue
+        close = _subscript_end(code, m.end())
+        idx = _index(code[m.end() + 1:close - 1])
+        out.append(code[pos:m.start()])
+        out.append(local_name(m.group(0), idx))
+        pos = close
+        if not code[:m.start()].strip():
+            store = m.group(0)
+    out.append(code[pos:])
+    code = "".join(out)
+    if store is not None:
+        target, _, value = code.partition(" = ")
+        code = f"{target} = {convert[store]}({value.rstrip()})"
+        if comment:
+            code += "  "
+    return code + sep + comment
+
+
+def scalarize(lines, candidates, carries, convert):
+    """Rewrite ``lines`` (a driver's statements) keeping the ``candidates`` (buffer name
+    -> shape; intermediates and loop carries of a few elements whose dtype converts with
+    ``convert[name]``, e.g. ``np.float64``) in locals where every use allows it.
+    ``carries``: the carry pairs (current, next) and where their swap lines are. ->
+    (new lines, the names made locals, the swap lines' new text by line index)."""
+    swap_lines = {at for at, _, _ in carries}
+    body = [line for k, line in enumerate(lines) if k not in swap_lines]
+    bad = _uses(body, candidates)
+    for at, cur, nxt in carries:
+        for c, n in zip(cur, nxt):
+            if c in candidates or n in candidates:
+                if c in bad or n in bad or c not in candidates or n not in candidates:
+                    bad.update((c, n))
+    done = {n: s for n, s in candidates.items() if n not in bad}
+    out = []
+    for k, line in enumerate(lines):
+        if k in swap_lines:
+            continue_line = _swap_line(line, next(c for c in carries if c[0] == k), done)
+            if continue_line is not None:
+                out.append(continue_line)
+            continue
+        out.append(_rewrite(line, done, convert) if done else line)
+    return out, done
+
+
+def _swap_line(line, carry, done):
+    _, cur, nxt = carry
+    level = " " * _indent(line)
+    left, right = [], []
+    for c, n in zip(cur, nxt):
+        if c in done:
+            for idx in _elements(done[c]):
+                left.append(local_name(c, idx))
+                right.append(local_name(n, idx))
+        else:
+            left += [c, n]
+            right += [n, c]
+    if not left:
+        return None
+    return f"{level}{', '.join(left)}, = {', '.join(right)},"
+
+
+def write_back(name, shape) -> list:
+    """Statements storing a carry kept in locals into its array."""
+    return [f"{name}[{', '.join(map(str, idx)) if idx else '()'}] = {local_name(name, idx)}"
+            for idx in _elements(shape)]
