@@ -283,8 +283,7 @@ class _Gen:
         f0, f1 = self.float_range(step.fparams)
         # Slices made once, in the prologue: the loop passes them as they are.
         ip, fp = self.fresh("ip"), self.fresh("fp")
-        self.prologue.append(f"{ip} = IP[{i0}:{i1}]")
-        self.prologue.append(f"{fp} = FP[{f0}:{f1}]")
+        slices = {ip: f"{ip} = IP[{i0}:{i1}]", fp: f"{fp} = FP[{f0}:{f1}]"}
         args = [env[x] for x in step.ins] + outs
         if getattr(step, "flat", False):
             # one flat loop over C-contiguous arrays: raveled views (as the executor does)
@@ -292,8 +291,9 @@ class _Gen:
                     for v, x in zip(args, list(step.ins) + list(step.outs))]
         k = step.kernel
         if inline is not None:
-            self.inline_kernel(inline, args, ip, fp, step.iparams)
+            self.inline_kernel(inline, args, slices, step.iparams)
             return
+        self.prologue += slices.values()
         call = f"call_kernel(KP[{name}], {', '.join(args + [ip, fp])})"
         if k.reductions or k.ndim == 0:
             self.line(call)
@@ -303,20 +303,21 @@ class _Gen:
             with self.em.block(f"if {' and '.join(f'{ip}[{d}] != 0' for d in range(k.ndim))}:"):
                 self.line(call)
 
-    def inline_kernel(self, plan, args, ip, fp, iparams):
+    def inline_kernel(self, plan, args, slices, iparams):
         """The kernel's serial function pasted into the loop (``_inline_plan``): its
         locals renamed with a fresh prefix, its parameters bound to the driver's
         buffers, its reads of ``ip``/``fp`` (loop-invariant) moved to the prologue as
         scalar locals. The loop then runs straight-line code, without a call per
         kernel and iteration, and LLVM sees the whole body at once."""
         prefix = self.fresh("q") + "_"
-        names = dict(zip(plan.params, args + [ip, fp]))
+        names = dict(zip(plan.params, args + list(slices)))
         names.update((n, prefix + n) for n in plan.locals)
 
         def rename(line):
             code, sep, comment = line.partition("#")
             return _NAME.sub(lambda m: names.get(m.group(0), m.group(0)), code) + sep + comment
 
+        head = []
         for line in plan.header:
             # the kernel's integers (extents, offsets) are constants here, written into
             # the code: a loop of a few elements is unrolled, its indices fold, and its
@@ -327,17 +328,22 @@ class _Gen:
                 value = int(const.group(2))
                 names[const.group(1)] = str(value) if value >= 0 else f"({value})"
                 continue
-            self.prologue.append(rename(line))
+            head.append(rename(line))
         self.imports.update(plan.imports)
         self.line(f"# (its kernel inlined: locals {prefix}*)")
         if any(int(n) == 0 for n in iparams[:plan.ndim]):
             # (as for a called kernel: an empty iteration space runs nothing)
             self.line("pass  # (empty)")
-            return
-        level = "    " * self.em.level
-        self.em.lines += [level + line for line in
-                          registers.fold(registers.unroll([rename(line)
-                                                           for line in plan.body]))]
+            body = []
+        else:
+            body = registers.fold(registers.unroll([rename(line) for line in plan.body]))
+            level = "    " * self.em.level
+            self.em.lines += [level + line for line in body]
+        # (the ``ip``/``fp`` slices only where a line still reads them: each costs Numba
+        # a typing; the extents and offsets are constants in the code now)
+        used = {m.group(0) for line in head + body
+                for m in _NAME.finditer(line.partition("#")[0])}
+        self.prologue += [text for name, text in slices.items() if name in used] + head
 
     def flat_view(self, var, aval) -> str:
         if aval.ndim <= 1:

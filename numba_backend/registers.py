@@ -106,11 +106,44 @@ def _fold(expr: str):
     return v if isinstance(v, int) else None
 
 
+_INT = r"(-?\d+|\(-?\d+\))"
+_COMPARE = re.compile(rf"^\(?\s*{_INT}\s*(<|<=|>|>=|==|!=)\s*{_INT}\s*\)?$")
+_CHOICE = re.compile(r"^\((\S+) if (True|False) else (\S+)\)$")
+_SIMPLE = re.compile(r"^(\(?-?\d+\)?|True|False|[A-Za-z_]\w*)$")
+
+
+def _simplify(value: str):
+    """(the value's text, simplified when it is a comparison of integers or a choice on
+    a constant condition; whether it is now a constant or a plain name)."""
+    value = value.strip()
+    v = _fold(value)
+    if v is not None:
+        return (str(v) if v >= 0 else f"({v})"), True
+    m = _COMPARE.match(value)
+    if m is not None:
+        a, b = _fold(m.group(1)), _fold(m.group(3))
+        if a is not None and b is not None:
+            return str({"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
+                        "!=": a != b}[m.group(2)]), True
+    m = _CHOICE.match(value)
+    if m is not None:
+        value = m.group(1) if m.group(2) == "True" else m.group(3)
+    return value, _SIMPLE.match(value) is not None
+
+
+def _kill(env: dict, name: str):
+    """``name`` is assigned: neither it nor a name standing for it is known any more."""
+    env.pop(name, None)
+    for k in [k for k, v in env.items() if v == name]:
+        del env[k]
+
+
 def fold(lines: list) -> list:
-    """``lines`` with each name whose top-level assignment spells an integer constant
-    (an unrolled loop's index arithmetic: ``t1 = (0 + 1)``) replaced by its value where
-    it is read, until it is assigned again. A name assigned inside a block is not
-    constant there nor after it."""
+    """``lines`` with each name whose top-level assignment is a constant (an unrolled
+    loop's index arithmetic ``t1 = (0 + 1)``, a comparison of two integers) or another
+    name (a choice on a constant condition, ``t5 = (t3 if True else t4)``) replaced by
+    it where it is read, until either is assigned again; then the assignments left
+    unread dropped. A name assigned inside a block is not constant there nor after it."""
     env: dict = {}
     out = []
     k = 0
@@ -123,24 +156,46 @@ def fold(lines: list) -> list:
             end = k + 1
             while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > level):
                 for name in _targets(lines[end].partition("#")[0]):
-                    env.pop(name, None)
+                    _kill(env, name)
                 end += 1
         m = _ASSIGN.match(code.rstrip())
         if m is not None:
-            value = _substitute(m.group(3), env)
-            out.append(f"{m.group(1)}{m.group(2)} = {value}" + (" " + sep + comment
-                                                                 if sep else ""))
-            v = _fold(value) if level == 0 else None
-            if v is None:
-                env.pop(m.group(2), None)
-            else:
-                env[m.group(2)] = str(v) if v >= 0 else f"({v})"
+            value, simple = _simplify(_substitute(m.group(3), env))
+            name = m.group(2)
+            out.append(f"{m.group(1)}{name} = {value}" + (" " + sep + comment
+                                                          if sep else ""))
+            _kill(env, name)
+            if simple and level == 0 and value != name:
+                env[name] = value
         else:
             for name in _targets(code):
-                env.pop(name, None)
+                _kill(env, name)
             out.append(_substitute(code, env) + sep + comment if env else line)
         k += 1
-    return out
+    return _drop_unread(out)
+
+
+def _drop_unread(lines: list) -> list:
+    """``lines`` without the top-level assignments of a constant or a name to a name no
+    line reads."""
+    while True:
+        reads: set = set()
+        for line in lines:
+            code = line.partition("#")[0].rstrip()
+            m = _ASSIGN.match(code)
+            if m is not None:
+                code = m.group(3)
+            reads.update(t.group(0) for t in _TOKEN.finditer(code))
+        keep = []
+        for line in lines:
+            m = _ASSIGN.match(line.partition("#")[0].rstrip())
+            if m is not None and not m.group(1) and m.group(2) not in reads and \
+                    _SIMPLE.match(m.group(3).strip()):
+                continue
+            keep.append(line)
+        if len(keep) == len(lines):
+            return keep
+        lines = keep
 
 
 def _index(text: str):

@@ -193,7 +193,16 @@ def test_fold_stops_at_reassignments_and_blocks():
              "for i in range(n):", "    y[t] = 0", "    t = i", "z[t] = 3",
              "v = 4", "if c:", "    v = 5", "q[v] = 1"]
     assert registers.fold(lines) == [
-        "t = 2", "x[2] = 1  # t", "u = (2 + 1) * 2", "w[6] = 2", "u += 1", "w[u] = 0",
+        "t = 2", "x[2] = 1  # t", "u = 6", "w[6] = 2", "u += 1", "w[u] = 0",
         # the loop reassigns t: not a constant in it (a second iteration) nor after it
         "for i in range(n):", "    y[t] = 0", "    t = i", "z[t] = 3",
         "v = 4", "if c:", "    v = 5", "q[v] = 1"]
+
+
+def test_fold_chooses_on_constant_conditions_and_drops_unread_names():
+    lines = ["c = (0 < 1)", "d = (2 >= (-1))", "e = (3 == 4)",
+             "s = (a if c else b)", "r = (a if e else b)", "o[0] = s + r",
+             "a = 7", "o[1] = s",        # s stood for the old a: known no more
+             "k = s", "m = k * 2"]
+    assert registers.fold(lines) == [
+        "s = a", "o[0] = a + b", "a = 7", "o[1] = s", "m = s * 2"]
