@@ -46,6 +46,10 @@ def test_rk4_runs_in_locals():
         assert re.search(rf"\bc\d+_{k} = np\.float64\(a\d+\[{k}\]\)", src)
         assert re.search(rf"\bc\d+\[{k}\] = c\d+_{k}", src)
     assert "for q" not in src        # the (3,) kernels' loops unrolled
+    # their extents and offsets are constants in the code: no slice of IP is left, and
+    # the concatenations' choices on constant conditions are gone
+    assert not re.search(r"\bip\d+ = IP\[", src) and " if True else " not in src
+    assert not re.search(r"= (True|False)$", src, re.M)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.int64])
