@@ -252,6 +252,14 @@ def _signed(dt):
     return np.dtype(f"i{dt.itemsize}")
 
 
+def _as_u64(code: str, dt) -> str:
+    """An integer carrier's code as uint64 with the bits of its int64 value."""
+    dt = np.dtype(dt)
+    if dt == np.uint64:
+        return code
+    return f"np.uint64({code})" if dt == np.int64 else f"np.uint64(np.int64({code}))"
+
+
 def _unsigned(dt):
     return np.dtype(f"u{dt.itemsize}")
 
@@ -276,9 +284,12 @@ def op_code(op: str, args: list, arg_dtypes: list, dt: np.dtype) -> str:
         return _bitcast_code(args[0], a0, dt)
     if op in ("floordiv", "mod"):
         return f"({args[0]} {'//' if op == 'floordiv' else '%'} {args[1]})"
-    if dt == np.int64 and a0 == np.int64 and op in ("add", "sub", "mul") and \
-            all(np.dtype(d) == np.int64 for d in arg_dtypes):
-        return f"({args[0]} {_PY_OPS[op]} {args[1]})"
+    if dt == np.int64 and op in ("add", "sub", "mul"):
+        # Numba's signed 64-bit arithmetic carries LLVM's ``nsw`` flag (an overflow is
+        # undefined), so LLVM may fold ``x + 1 > x`` to True where the bits wrap. The
+        # operation in uint64 has the same bits, defined on overflow (as eager's).
+        a, b = (_as_u64(x, d) for x, d in zip(args, arg_dtypes))
+        return f"np.int64({a} {_PY_OPS[op]} {b})"
     if op in _ARITH_SAME and dt in _FLOATS and all(np.dtype(d) == dt for d in arg_dtypes):
         # float32/float64 operands of the result's dtype: Numba's own result type is
         # that dtype, so no cast (each ``np.float64(...)`` costs Numba about 1 ms of
@@ -324,12 +335,17 @@ def op_code(op: str, args: list, arg_dtypes: list, dt: np.dtype) -> str:
             return f"(-{args[0]})"
         if dt == np.uint64:
             return f"(np.uint64(0) - {args[0]})"
+        if dt == np.int64:     # (wrapping: see add)
+            return f"np.int64(np.uint64(0) - {_as_u64(args[0], a0)})"
         return _wrap(f"-{args[0]}", dt)
     if op == "abs":
         if a0.kind == "c":
             return _wrap(f"abs({args[0]})", dt)
         if dt.kind == "f":
             return f"abs({args[0]})"
+        if dt == np.int64:     # (abs of the minimum is the minimum, as eager's)
+            u = _as_u64(args[0], a0)
+            return f"np.int64({u} if {args[0]} >= 0 else np.uint64(0) - {u})"
         return _wrap(f"abs(np.int64({args[0]}))", dt)
     if op == "not":
         if dt == np.bool_:
