@@ -645,7 +645,13 @@ class Executable:
         # An empty iteration space without reductions writes nothing; running it could
         # still evaluate loop-invariant loads hoisted out of the (empty) loops.
         if kern.reductions or all(n for n in step.iparams[:kern.ndim]):
-            fn(*ins, *kouts, ip, fp)
+            if debug:
+                # (the Python run warns of nothing the compiled kernel would not: NumPy
+                # scalars warn where int64 index arithmetic wraps through uint64)
+                with np.errstate(all="ignore"):
+                    fn(*ins, *kouts, ip, fp)
+            else:
+                fn(*ins, *kouts, ip, fp)
         for o, a in zip(step.outs, outs):
             a.flags.writeable = False
             env[slot[o]] = a
