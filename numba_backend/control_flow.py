@@ -314,8 +314,7 @@ class _Gen:
         names.update((n, prefix + n) for n in plan.locals)
 
         def rename(line):
-            code, sep, comment = line.partition("#")
-            return _NAME.sub(lambda m: names.get(m.group(0), m.group(0)), code) + sep + comment
+            return registers.substitute(line, names)
 
         head = []
         for line in plan.header:
@@ -342,7 +341,7 @@ class _Gen:
         # (the ``ip``/``fp`` slices only where a line still reads them: each costs Numba
         # a typing; the extents and offsets are constants in the code now)
         used = {m.group(0) for line in head + body
-                for m in _NAME.finditer(line.partition("#")[0])}
+                for m in registers.NAME.finditer(line.partition("#")[0])}
         self.prologue += [text for name, text in slices.items() if name in used] + head
 
     def flat_view(self, var, aval) -> str:
@@ -686,7 +685,6 @@ def _dot_helper(lhs_a, rhs_a, out_a, dimension_numbers):
 INLINE_MAX_ELEMENTS = 64
 INLINE_MAX_LINES = 120
 
-_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 _HOISTED = re.compile(r"^    \w+ = (ip\[\d+\]|np\.\w+\(fp\[\d+\]\))\s*(#.*)?$")
 _IP_READ = re.compile(r"\bip\[(\d+)\]")
 _INT_LINE = re.compile(r"^(\w+) = (-?\d+)\s*(#.*)?$")
@@ -769,11 +767,9 @@ def _make_plan(src, ndim):
     body = [line[4:] if line.startswith("    ") else line.lstrip() for line in lines]
     imports = tuple(line for line in head.splitlines()
                     if line.startswith(("import ", "from ")))
-    try:
-        stored = {node.id for node in ast.walk(ast.parse("\n".join(body)))
-                  if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
-    except SyntaxError:
-        return None
+    # (the header's lines are the function's first statements, one each)
+    stored = {node.id for stmt in fn.body[len(header):] for node in ast.walk(stmt)
+              if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
     return _Paste(tuple(params), tuple(header), tuple(body), ndim, frozenset(local), imports,
                   frozenset(stored))
 

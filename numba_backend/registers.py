@@ -28,7 +28,7 @@ UNROLL_MAX_LINES = 160
 SCALAR_MAX_ELEMENTS = 8     # a buffer of at most this many elements may become locals
 
 _FOR = re.compile(r"^(\s*)for (\w+) in range\((\d+)\):\s*$")
-_TOKEN = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")     # a name in code (not an attribute)
 _FOLDABLE = re.compile(r"^[\d\s+\-*%()/]+$")
 
 
@@ -36,9 +36,10 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
 
-def _substitute(line: str, names: dict) -> str:
+def substitute(line: str, names: dict) -> str:
+    """``line`` with the names in its code (not its comment) replaced per ``names``."""
     code, sep, comment = line.partition("#")
-    return _TOKEN.sub(lambda m: names.get(m.group(0), m.group(0)), code) + sep + comment
+    return NAME.sub(lambda m: names.get(m.group(0), m.group(0)), code) + sep + comment
 
 
 def unroll(lines: list) -> list:
@@ -65,7 +66,7 @@ def unroll(lines: list) -> list:
                 and not jumps:
             cut = min(_indent(b) for b in block if b.strip()) - level
             for t in range(trips):
-                out.extend(_substitute(b[cut:], {m.group(2): str(t)}) for b in block)
+                out.extend(substitute(b[cut:], {m.group(2): str(t)}) for b in block)
         else:
             out.append(line)
             out.extend(block)
@@ -89,7 +90,7 @@ def _targets(code: str) -> set:
     try:
         tree = ast.parse(text)
     except SyntaxError:
-        return {m.group(0) for m in _TOKEN.finditer(text)}     # (any: not constants)
+        return {m.group(0) for m in NAME.finditer(text)}     # (any: not constants)
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and
             isinstance(n.ctx, (ast.Store, ast.Del))}
 
@@ -160,7 +161,7 @@ def fold(lines: list) -> list:
                 end += 1
         m = _ASSIGN.match(code.rstrip())
         if m is not None:
-            value, simple = _simplify(_substitute(m.group(3), env))
+            value, simple = _simplify(substitute(m.group(3), env))
             name = m.group(2)
             out.append(f"{m.group(1)}{name} = {value}" + (" " + sep + comment
                                                           if sep else ""))
@@ -170,7 +171,7 @@ def fold(lines: list) -> list:
         else:
             for name in _targets(code):
                 _kill(env, name)
-            out.append(_substitute(code, env) + sep + comment if env else line)
+            out.append(substitute(code, env) + sep + comment if env else line)
         k += 1
     return _drop_unread(out)
 
@@ -185,7 +186,7 @@ def _drop_unread(lines: list) -> list:
             m = _ASSIGN.match(code)
             if m is not None:
                 code = m.group(3)
-            reads.update(t.group(0) for t in _TOKEN.finditer(code))
+            reads.update(t.group(0) for t in NAME.finditer(code))
         keep = []
         for line in lines:
             m = _ASSIGN.match(line.partition("#")[0].rstrip())
@@ -243,7 +244,7 @@ def _uses(lines, candidates):
     bad = set()
     for line in lines:
         code = line.partition("#")[0]
-        for m in _TOKEN.finditer(code):
+        for m in NAME.finditer(code):
             name = m.group(0)
             if name not in candidates or name in bad:
                 continue
@@ -261,7 +262,7 @@ def _uses(lines, candidates):
             if not code[:m.start()].strip():
                 # a store: a plain assignment only
                 rest = code[close:]
-                if not rest.startswith(" = ") or rest.startswith(" == "):
+                if not rest.startswith(" = "):
                     bad.add(name)
     return bad
 
@@ -269,7 +270,7 @@ def _uses(lines, candidates):
 def _rewrite(line, names, convert):
     code, sep, comment = line.partition("#")
     out, pos, store = [], 0, None
-    for m in _TOKEN.finditer(code):
+    for m in NAME.finditer(code):
         if m.start() < pos or m.group(0) not in names:
             continue
         close = _subscript_end(code, m.end())
@@ -307,9 +308,9 @@ def scalarize(lines, candidates, carries, convert):
     out = []
     for k, line in enumerate(lines):
         if k in swap_lines:
-            continue_line = _swap_line(line, next(c for c in carries if c[0] == k), done)
-            if continue_line is not None:
-                out.append(continue_line)
+            swap = _swap_line(line, next(c for c in carries if c[0] == k), done)
+            if swap is not None:
+                out.append(swap)
             continue
         out.append(_rewrite(line, done, convert) if done else line)
     return out, done
