@@ -21,6 +21,8 @@ from __future__ import annotations
 import ast
 import re
 
+import numpy as np
+
 UNROLL_MAX_TRIPS = 8        # a loop of at most this many trips is unrolled ...
 # ... when its copies hold at most this many lines in all (Numba types each line: a
 # (2, 3) RK4 body unrolled whole took its driver's compile from 0.73 to 1.03 s)
@@ -230,17 +232,10 @@ def local_name(name: str, idx: tuple) -> str:
     return f"{name}_s" if not idx else name + "".join(f"_{i}" for i in idx)
 
 
-def _elements(shape):
-    out = [()]
-    for n in shape:
-        out = [i + (k,) for i in out for k in range(n)]
-    return out
-
-
 def _uses(lines, candidates):
-    """Check every use of the candidate buffers (name -> shape): the names used only
-    through constant in-range subscripts (their bare names on ``allowed`` lines, the
-    swaps, excepted). -> the set of names that fail."""
+    """The candidate buffers (name -> shape) some line uses otherwise than through a
+    constant in-range subscript, or stores into otherwise than by a plain assignment
+    (the swap lines are not among ``lines``)."""
     bad = set()
     for line in lines:
         code = line.partition("#")[0]
@@ -294,8 +289,9 @@ def scalarize(lines, candidates, carries, convert):
     """Rewrite ``lines`` (a driver's statements) keeping the ``candidates`` (buffer name
     -> shape; intermediates and loop carries of a few elements whose dtype converts with
     ``convert[name]``, e.g. ``np.float64``) in locals where every use allows it.
-    ``carries``: the carry pairs (current, next) and where their swap lines are. ->
-    (new lines, the names made locals, the swap lines' new text by line index)."""
+    ``carries``: (index of the swap line in ``lines``, current buffers, next buffers);
+    a pair becomes locals only as a whole. -> (new lines, the names made locals -> their
+    shapes)."""
     swap_lines = {at for at, _, _ in carries}
     body = [line for k, line in enumerate(lines) if k not in swap_lines]
     bad = _uses(body, candidates)
@@ -322,7 +318,7 @@ def _swap_line(line, carry, done):
     left, right = [], []
     for c, n in zip(cur, nxt):
         if c in done:
-            for idx in _elements(done[c]):
+            for idx in np.ndindex(*done[c]):
                 left.append(local_name(c, idx))
                 right.append(local_name(n, idx))
         else:
@@ -336,4 +332,4 @@ def _swap_line(line, carry, done):
 def write_back(name, shape) -> list:
     """Statements storing a carry kept in locals into its array."""
     return [f"{name}[{', '.join(map(str, idx)) if idx else '()'}] = {local_name(name, idx)}"
-            for idx in _elements(shape)]
+            for idx in np.ndindex(*shape)]
