@@ -229,6 +229,8 @@ def _subscript_end(code: str, start: int):
 
 
 def local_name(name: str, idx: tuple) -> str:
+    """The local holding element ``idx`` of buffer ``name`` (``b7_2``; ``b7_s`` for a
+    0-d buffer's one element)."""
     return f"{name}_s" if not idx else name + "".join(f"_{i}" for i in idx)
 
 
