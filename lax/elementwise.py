@@ -18,7 +18,7 @@ from tracer.interpreters.ad import Zero, defjvp, defjvp_zero, deflinear, defbili
 from lax.utils import (_any, _bool, _bool_or_int, _float, _inexact, _int, _num,
                        _ordered, _signed_num, as_lax_value, check_dtype,
                        check_same_shapes_dtypes, np_errstate, promote_weak_scalars,
-                       scalar_like, standard_naryop, standard_unop, LOWP_IMPLS,
+                       scalar_like, scipy_special, standard_naryop, standard_unop, LOWP_IMPLS,
                        lowp_widening, narrow)
 
 
@@ -198,8 +198,7 @@ def _logistic_impl(x):
     if dtypes.is_complex(x.dtype):
         with np.errstate(all="ignore"):
             return (1 / (1 + np.exp(-x))).astype(x.dtype)
-    import scipy.special      # on first use: importing it costs a user's every start ~0.4 s
-    return scipy.special.expit(x).astype(x.dtype)
+    return scipy_special("expit")(x).astype(x.dtype)
 
 
 logistic_p = standard_unop("logistic", _logistic_impl, _inexact)
@@ -316,9 +315,8 @@ def erf(x):
 
 
 def _erf_impl(x):
-    import scipy.special
     # a NaN operand is returned as it is (XLA, libm); scipy's erf returns its own +NaN
-    return np.where(np.isnan(x), x, scipy.special.erf(x)).astype(x.dtype)
+    return np.where(np.isnan(x), x, scipy_special("erf")(x)).astype(x.dtype)
 
 
 erf_p = standard_unop("erf", _erf_impl, _float)

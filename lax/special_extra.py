@@ -32,7 +32,8 @@ import numpy as np
 from lax import elementwise as ew
 from lax.elementwise import _bind_binary, _bind_unary, _const
 from lax.shapes import full_like
-from lax.utils import _complex, _float, promote_weak_scalars, standard_naryop, standard_unop
+from lax.utils import (_complex, _float, promote_weak_scalars, scipy_special, standard_naryop,
+                       standard_unop)
 from tracer.interpreters.ad import defjvp
 
 
@@ -194,11 +195,10 @@ def _scipy_impl(fname):
     float32, rounded on the way out: SciPy has no float16 loops)."""
 
     def impl(*args):
-        import scipy.special as sps
         dt = np.result_type(*args)
         work = np.float32 if dt == np.float16 else dt
         with np.errstate(all="ignore"):
-            out = getattr(sps, fname)(*[np.asarray(a, work) for a in args])
+            out = scipy_special(fname)(*[np.asarray(a, work) for a in args])
         return np.asarray(out, dt)
 
     impl.__name__ = f"{fname}_impl"

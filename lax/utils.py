@@ -616,3 +616,50 @@ def np_errstate(fn):
     # eval_jaxpr_impls enters errstate once per jaxpr and calls the impl itself
     wrapped.impl_without_errstate = fn
     return wrapped
+
+
+_SPECIAL_UFUNCS: dict = {}
+
+
+def scipy_special(name: str):
+    """``scipy.special.<name>``, the same ufunc, without importing ``scipy.special``.
+
+    The package's import costs about 0.12 s (its array-API wrappers and docstring
+    parsing), paid by every program whose NumPy tier evaluates a logistic or an erf: a
+    cold start's first calls. SciPy keeps most of its element-wise functions in one
+    extension module, ``scipy.special._special_ufuncs``, which loads on its own in about
+    a millisecond. It is loaded as ``numba_backend._numba`` loads SciPy's BLAS module:
+    by file, then taken out of ``sys.modules`` again, so that a later
+    ``import scipy.special`` (the user's) imports the package the normal way. Where that
+    module is missing or lacks ``name`` (another SciPy), the package is imported.
+    """
+    fn = _SPECIAL_UFUNCS.get(name)
+    if fn is None:
+        import sys
+        mod = None if "scipy.special" in sys.modules else _special_ufuncs_module()
+        if mod is None or not hasattr(mod, name):
+            import scipy.special as mod
+        fn = _SPECIAL_UFUNCS[name] = getattr(mod, name)
+    return fn
+
+
+def _special_ufuncs_module():
+    import importlib.machinery as machinery
+    import importlib.util as util
+    import os
+    import sys
+    name = "scipy.special._special_ufuncs"
+    try:
+        import scipy
+        d = os.path.join(scipy.__path__[0], "special")
+        fn = next(f for f in os.listdir(d) if f.startswith("_special_ufuncs.")
+                  and f.endswith(tuple(machinery.EXTENSION_SUFFIXES)))
+        loader = machinery.ExtensionFileLoader(name, os.path.join(d, fn))
+        mod = util.module_from_spec(util.spec_from_loader(name, loader))
+        loader.exec_module(mod)
+    except Exception:          # no SciPy, another layout: the package import decides
+        return None
+    finally:
+        if "scipy.special" not in sys.modules:
+            sys.modules.pop(name, None)
+    return mod
