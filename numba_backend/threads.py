@@ -51,8 +51,10 @@ import threading
 
 _BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
              "GOTO_NUM_THREADS", "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
-# (the module whose import loads SciPy's BLAS: triangular solves, and Numba's BLAS wrappers)
-_SCIPY_BLAS = "scipy.linalg.cython_blas"
+# (the modules whose import loads SciPy's BLAS: triangular solves, and Numba's BLAS
+# wrappers, whose check ``numba_backend._numba`` makes at a process's first compile,
+# taking SciPy's module out of ``sys.modules`` again)
+_SCIPY_BLAS = ("scipy.linalg.cython_blas", "numba.np.arraymath")
 
 pending = True           # the next jitted call calls apply() (checked on its path)
 _dirty = True            # sizes to set: the target changed, or a library appeared
@@ -111,7 +113,7 @@ def apply() -> None:
     """Size the pools for the current target: called as a jitted call starts, on its
     thread, while ``pending``."""
     global pending, _dirty, _scipy_seen, _blas, _numba_default
-    scipy_now = _SCIPY_BLAS in sys.modules
+    scipy_now = any(m in sys.modules for m in _SCIPY_BLAS)
     with _lock:
         if _blas is None or scipy_now != _scipy_seen:
             _blas = _scan(_blas or {})
