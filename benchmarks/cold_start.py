@@ -18,6 +18,12 @@ hold it up); ``bg`` is how long the cold run's compile workers went on after it 
 finishing its pending compiles into the cache (the warm run starts when they are done, as
 a user's next run would find the cache). Threads: one per library unless ``--threads N`` (NumPy's BLAS, Numba, XLA; 0 sets
 none, leaving each library's default).
+
+``cores t/JAX`` is the CPU time of the warm tracer process and of the JAX process over
+their wall time: the cores each used on average (a compile worker is another process and
+is not counted). XLA's CPU client takes no thread setting that holds: with
+``--threads 1`` its process still runs its products on two threads on a 2-core machine,
+while tracer's BLAS and Numba run one.
 """
 from __future__ import annotations
 
@@ -70,15 +76,40 @@ def run_one(python, backend, name, calls, env, timeout):
     """One fresh process; returns seconds to the end of the last call and to exit."""
     code = CHILD.format(root=ROOT, bench=BENCH)
     t0 = time.time()
-    out = subprocess.run([python, "-c", code, backend, name, str(calls)], env=env,
-                         capture_output=True, text=True, timeout=timeout)
-    t_exit = time.time()
-    if out.returncode != 0:
-        sys.stderr.write(out.stderr[-4000:])
+    with tempfile.TemporaryFile("w+") as so, tempfile.TemporaryFile("w+") as se:
+        proc = subprocess.Popen([python, "-c", code, backend, name, str(calls)], env=env,
+                                stdout=so, stderr=se, text=True)
+        try:
+            # (wait4: the CPU time of this process itself, threads included; a compile
+            # worker is another process, not counted)
+            _, status, usage = _wait4(proc.pid, timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        t_exit = time.time()
+        so.seek(0)
+        se.seek(0)
+        stdout, stderr = so.read(), se.read()
+    if proc.returncode != 0:
+        sys.stderr.write(stderr[-4000:])
         raise RuntimeError(f"{backend} {name}: the job's process failed")
-    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    rec = json.loads(stdout.strip().splitlines()[-1])
     return {"to_last_call": rec["t_end"] - t0, "import": rec["t_import"] - t0,
-            "exit": t_exit - rec["t_end"]}
+            "exit": t_exit - rec["t_end"], "cpu": usage.ru_utime + usage.ru_stime,
+            "wall": t_exit - t0}
+
+
+def _wait4(pid, timeout):
+    t0 = time.time()
+    while True:
+        got, status, usage = os.wait4(pid, os.WNOHANG)
+        if got:
+            return got, status, usage
+        if time.time() - t0 > timeout:
+            raise subprocess.TimeoutExpired(str(pid), timeout)
+        time.sleep(0.005)
 
 
 def wait_for_compile_workers(cache_dir, timeout=180.0):
@@ -151,7 +182,7 @@ def main(argv=None):
             subprocess.run([py, "-c", f"import {mods}"], env=base, capture_output=True)
     results = {}
     print(f"{'job':<20}{'calls':>6}{'tracer cold':>13}{'bg':>6}{'warm':>8}{'exit':>7}"
-          f"{'JAX':>8}{'cold/JAX':>10}{'warm/JAX':>10}")
+          f"{'JAX':>8}{'cold/JAX':>10}{'warm/JAX':>10}{'cores t/JAX':>13}")
     for name in names:
         calls = args.calls or cold_start_jobs.JOBS[name][1]
         rec = {"calls": calls}
@@ -170,11 +201,13 @@ def main(argv=None):
         results[name] = rec
         cold, warm = rec["tracer_cold"]["to_last_call"], rec["tracer_warm"]["to_last_call"]
         ex = max(rec["tracer_cold"]["exit"], rec["tracer_warm"]["exit"])
+        cores = lambda r: r["cpu"] / r["wall"]
         if "jax" in rec:
             j = rec["jax"]["to_last_call"]
-            tail = f"{j:>8.2f}{cold / j:>9.2f}x{warm / j:>9.2f}x"
+            tail = (f"{j:>8.2f}{cold / j:>9.2f}x{warm / j:>9.2f}x"
+                    f"{cores(rec['tracer_warm']):>8.2f}/{cores(rec['jax']):.2f}")
         else:
-            tail = f"{'-':>8}{'-':>10}{'-':>10}"
+            tail = f"{'-':>8}{'-':>10}{'-':>10}{cores(rec['tracer_warm']):>8.2f}/-"
         bg = rec["tracer_cold"]["background"]
         print(f"{name:<20}{calls:>6}{cold:>13.2f}{bg:>6.1f}{warm:>8.2f}{ex:>7.2f}{tail}",
               flush=True)
