@@ -644,6 +644,7 @@ def scipy_special(name: str):
 
 
 def _special_ufuncs_module():
+    import _imp
     import importlib.machinery as machinery
     import importlib.util as util
     import os
@@ -654,12 +655,22 @@ def _special_ufuncs_module():
         d = os.path.join(scipy.__path__[0], "special")
         fn = next(f for f in os.listdir(d) if f.startswith("_special_ufuncs.")
                   and f.endswith(tuple(machinery.EXTENSION_SUFFIXES)))
+    except Exception:          # no SciPy, another layout: the package import decides
+        return None
+    # The extension enters itself in ``sys.modules`` while it loads: the interpreter's
+    # import lock (reentrant) keeps another thread's ``import scipy.special`` from finding
+    # it there, where the package would not bind it as its attribute.
+    _imp.acquire_lock()
+    try:
+        if "scipy.special" in sys.modules:
+            return None
         loader = machinery.ExtensionFileLoader(name, os.path.join(d, fn))
         mod = util.module_from_spec(util.spec_from_loader(name, loader))
         loader.exec_module(mod)
-    except Exception:          # no SciPy, another layout: the package import decides
+    except Exception:
         return None
     finally:
         if "scipy.special" not in sys.modules:
             sys.modules.pop(name, None)
+        _imp.release_lock()
     return mod

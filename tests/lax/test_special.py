@@ -643,3 +643,22 @@ def test_eager_logistic_and_erf_call_scipys_ufuncs_without_importing_scipy_speci
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(
                              os.path.abspath(__file__)))))
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_first_eager_logistic_beside_the_users_import_of_scipy_special():
+    # another thread's first logistic loads SciPy's ufuncs module by file while the
+    # user imports the package: the package must still hold it as its attribute
+    import subprocess
+    code = (
+        "import sys, threading, numpy as np, lax\n"
+        "go = threading.Event()\n"
+        "t = threading.Thread(target=lambda: (go.wait(), lax.logistic(np.arange(3.0))))\n"
+        "t.start(); go.set()\n"
+        "import scipy.special as s\n"
+        "t.join()\n"
+        "print(hasattr(s, '_special_ufuncs'))\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for _ in range(4):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             cwd=root, env=dict(os.environ, TRACER_JIT_COMPILE="none"))
+        assert out.stdout.strip() == "True", out.stderr
