@@ -89,6 +89,36 @@ def test_logaddexp_second_derivative_and_batching():
           np.logaddexp([0.0, inf, -inf, 1.0], [0.0, inf, -inf, 2.0]))
 
 
+def test_logaddexp_second_derivative_at_a_tie_is_not_cut():
+    # d2/dx2 logaddexp(x, 0) = sigmoid'(x) = 1/4 at x = 0 (JAX: 0.25); a rule that replaced
+    # the difference by a constant at every tie gave 0 here and for every program built
+    # on it (softplus, log_sigmoid, a logistic regression's Hessian at zero weights).
+    ln2 = np.log(2.0)
+    cases = [
+        (lambda x: tnp.logaddexp(x, 0.0), 0.25),
+        (lambda x: tnp.logaddexp(0.0, x), 0.25),
+        (lambda x: tnp.logaddexp2(x, 0.0), ln2 / 4),   # d/dx 1/(1 + 2**-x) = ln2/4 at 0
+        (lambda x: nn.softplus(x), 0.25),
+        (lambda x: nn.log_sigmoid(x), -0.25),
+    ]
+    for f, want in cases:
+        for g in (tracer.grad(tracer.grad(f)), tracer.jit(tracer.grad(tracer.grad(f)))):
+            close(g(0.0), want, 1e-12)
+        close(tracer.vmap(tracer.grad(tracer.grad(f)))(np.zeros(3)), [want] * 3, 1e-12)
+    h = tracer.hessian(lambda x: tnp.logaddexp(x[0], x[1]))(np.array([0.5, 0.5]))
+    close(h, [[0.25, -0.25], [-0.25, 0.25]], 1e-12)
+
+    # Logistic regression's loss Hessian at w = 0 is X^T X / 4 / n.
+    X = np.array([[1.0, 2.0], [-1.0, 0.5], [0.3, -2.0]])
+    y = np.array([1.0, 0.0, 1.0])
+
+    def loss(w):
+        z = X @ w
+        return tnp.mean(nn.softplus(z) - y * z)
+    close(tracer.hessian(loss)(np.zeros(2)), X.T @ X / 4 / 3, 1e-12)
+    close(tracer.jit(tracer.hessian(loss))(np.zeros(2)), X.T @ X / 4 / 3, 1e-12)
+
+
 T4 = np.array([1.0, 3.0, 3.0, -3.0])
 MAT = np.array([[1.0, -2.0], [-2.0, 1.0]])
 

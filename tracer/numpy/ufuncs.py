@@ -905,7 +905,12 @@ def _logaddexp_jvp_rule(base2):
         a, b = primals
         ta, tb = tangents
         out = (_logaddexp2 if base2 else _logaddexp)(a, b)
-        delta = lax.select(lax.eq(a, b), lax.full_like(a, 0), lax.sub(a, b))
+        # Only equal infinities are replaced: a select on ``a == b`` alone would also
+        # cut the tangent of the difference at finite ties, and every higher derivative
+        # there (grad(grad(softplus))(0.) would be 0 instead of 0.25).
+        diff = lax.sub(a, b)
+        delta = lax.select(lax.bitwise_and(lax.eq(a, b), lax.ne(diff, diff)),
+                           lax.full_like(a, 0), diff)
         if base2:
             delta = lax.mul(delta, _c(delta, np.log(2.0)))
         wa = lax.logistic(delta)
