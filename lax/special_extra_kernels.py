@@ -568,6 +568,8 @@ def _spence(x, nterms):
     pi2_6 = PI * PI / 6.0
     if x == 0.0:
         return pi2_6
+    if x == 1.0:
+        return 0.0  # the series below gives -0.0 here (u = -log 1 = -0.0); SciPy gives +0.0
     if x < 0.5:
         # Li2(1 - x) = pi^2/6 - log(x) log(1 - x) - Li2(x)
         l1 = math.log1p(-x)

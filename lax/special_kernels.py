@@ -249,6 +249,10 @@ def _zeta(s, q):
     alo = 0.0
     while a < 20.0 or a < 1.5 * s:
         term = math.pow(a, -s) * (1.0 - s * alo / a)
+        if math.isinf(term):
+            # (q + k)^-s overflowed (q next to a pole): it dominates every other term,
+            # and the compensation below would turn inf - inf into NaN.
+            return term
         t = total + term
         if abs(total) >= abs(term):
             comp += (total - t) + term

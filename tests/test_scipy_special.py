@@ -128,6 +128,35 @@ def test_binary_special_values():
     _close(tss.gammaincc(a, x), sps.gammaincc(a, x), 1e-15)
 
 
+def test_zero_results_have_scipys_sign():
+    # ndtri(0.5) and spence(1) gave -0.0. (Odd functions keep the sign of a -0.0 input, as
+    # IEEE and JAX do, where SciPy gives +0.0: erfinv(-0.0), i1(-0.0), so those are not here.)
+    for fn, ref, x in [(tss.ndtri, sps.ndtri, [0.5]), (tss.spence, sps.spence, [1.0]),
+                       (tss.entr, sps.entr, [0.0, 1.0, -0.0]), (tss.logit, sps.logit, [0.5])]:
+        for dt in (np.float64, np.float32):
+            xa = np.array(x, dt)
+            for f in (fn, tracer.jit(fn)):
+                got = np.asarray(f(xa))
+                np.testing.assert_array_equal(got, ref(xa))
+                np.testing.assert_array_equal(np.signbit(got), np.signbit(ref(xa)), str(fn))
+
+
+def test_derivatives_at_the_ends_of_the_domain_are_infinite_as_jax():
+    # JAX: grad(logit) is inf at 0 and 1, grad(entr) inf at 0, polygamma's and digamma's
+    # derivative overflow to inf next to the pole at 0 (the compensated zeta sum gave NaN).
+    for g in (tracer.vmap(tracer.grad(tss.logit)), tracer.jit(tracer.vmap(tracer.grad(tss.logit)))):
+        _close(g(np.array([0.0, 0.25, 1.0])), np.array([INF, 1 / (0.25 * 0.75), INF]), 1e-15)
+    _close(tracer.vmap(tracer.grad(tss.entr))(np.array([0.0, -0.0, 1.0, 2.0, INF])),
+           np.array([INF, INF, -1.0, -np.log(2.0) - 1, -INF]), 1e-15)
+    _close(tracer.vmap(tracer.grad(tss.digamma))(np.array([1e-300, 1e-160, 1.0])),
+           np.array([INF, INF, np.pi ** 2 / 6]), 1e-14)
+    n = np.array([1.0, 2.0, 3.0, 2.0])
+    x = np.array([1e-300, 1e-200, -1e-300, 1e-100])
+    _close(tss.polygamma(n, x), sps.polygamma(n, x), 1e-14)
+    _close(tss.zeta(2.0, np.array([1e-300, -1e-300, 1.5])), sps.zeta(2.0, [1e-300, -1e-300, 1.5]),
+           1e-14)
+
+
 def test_tails_beyond_scipy():
     # ndtri keeps relative accuracy down to the subnormals (via erfcinv)
     _close(tss.ndtri(np.array([1e-300, 1e-10, 0.0, 1.0, -0.1, 1.1])),

@@ -305,7 +305,8 @@ def ndtri(p):
     tiny p; -inf at 0, +inf at 1, NaN outside [0, 1]."""
     (p,) = _args("ndtri", p)
     _real_only("ndtri", p)
-    return lax.mul(_c(p, -math.sqrt(2)), lax.erfc_inv(lax.mul(_c(p, 2), p)))
+    # 0 - y rather than -y: at p = 0.5 erfc_inv(1) is +0.0, and SciPy's ndtri(0.5) is +0.0.
+    return lax.sub(_c(p, 0), lax.mul(_c(p, math.sqrt(2)), lax.erfc_inv(lax.mul(_c(p, 2), p))))
 
 
 def log_ndtr(x, series_order=3):
@@ -363,9 +364,21 @@ def expit(x):
 
 
 def logit(p):
-    """log(p / (1 - p)) (``scipy.special.logit``): -inf at 0, +inf at 1, NaN outside."""
+    """log(p / (1 - p)) (``scipy.special.logit``): -inf at 0, +inf at 1, NaN outside.
+    Derivative 1 / (p (1 - p)): +inf at 0 and 1 (as JAX)."""
     (p,) = _args("logit", p)
+    return _logit(p)
+
+
+@custom_jvp
+def _logit(p):
     return lax.log(lax.div(p, lax.sub(_c(p, 1), p)))
+
+
+@_logit.defjvp
+def _logit_jvp(primals, tangents):
+    (p,), (pd,) = primals, tangents
+    return _logit(p), lax.div(pd, lax.mul(p, lax.sub(_c(p, 1), p)))
 
 
 def xlogy(x, y):
@@ -413,11 +426,23 @@ def entr(x):
     """-x log(x) for x > 0, 0 at 0, -inf for x < 0 (``scipy.special.entr``)."""
     (x,) = _args("entr", x)
     _real_only("entr", x)
+    return _where(lax.lt(x, _c(x, 0)), _c(x, -np.inf), _neg_xlogx(x))
+
+
+@custom_jvp
+def _neg_xlogx(x):
+    """-x log(x) for x > 0, +0.0 at 0 (and where x < 0, which entr replaces), NaN for NaN.
+    Its derivative -log(x) - 1 is +inf at 0 (as JAX)."""
     zero = _c(x, 0)
     safe = _where(lax.gt(x, zero), x, _c(x, 1))
     val = lax.neg(lax.mul(safe, lax.log(safe)))
-    out = _where(lax.gt(x, zero), val, zero)
-    return _where(lax.lt(x, zero), _c(x, -np.inf), _where(lax.ne(x, x), x, out))
+    return _where(lax.ne(x, x), x, _where(lax.gt(x, zero), val, zero))
+
+
+@_neg_xlogx.defjvp
+def _neg_xlogx_jvp(primals, tangents):
+    (x,), (xd,) = primals, tangents
+    return _neg_xlogx(x), lax.mul(xd, lax.sub(lax.neg(lax.log(x)), _c(x, 1)))
 
 
 def rel_entr(x, y):
