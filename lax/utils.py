@@ -242,7 +242,7 @@ def eager_binary_op(p: Primitive, fname: str, general: Callable, kinds: str = "f
     plans: dict = {}
     get = plans.get
     ndarray, new = np.ndarray, Array.__new__
-    cv, qc = _extobj_contextvar, core._quiet
+    cv, qc = core.extobj_contextvar, core._quiet
     run = core.quiet_run()
     # The plan used last, unpacked, with the operands' keys (an aval, or ``float``): a
     # loop doing one op on the same avals skips the table. One tuple, replaced whole, so
@@ -329,7 +329,7 @@ def eager_unary_op(p: Primitive, general: Callable, kinds: str) -> Callable:
     aval object (as ``eager_binary_op``). Anything else takes ``general``."""
     plans: dict = {}
     ndarray, new = np.ndarray, Array.__new__
-    cv, qc = _extobj_contextvar, core._quiet
+    cv, qc = core.extobj_contextvar, core._quiet
     run = core.quiet_run()
 
     def op(x, /):
@@ -594,28 +594,7 @@ def standard_naryop(name: str, impl: Callable, allowed=_num, nargs: int = 2,
     return p
 
 
-_extobj_contextvar, _ignoring_state = core.extobj_contextvar, core.ignoring_fp_errors
-
-
-def np_errstate(fn):
-    """Run a NumPy impl without floating-point warnings (IEEE results are the semantics)."""
-
-    if _extobj_contextvar is None:
-        def wrapped(*args, **kw):
-            with np.errstate(all="ignore"):
-                return fn(*args, **kw)
-    else:
-        def wrapped(*args, **kw):
-            token = _extobj_contextvar.set(_ignoring_state())
-            try:
-                return fn(*args, **kw)
-            finally:
-                _extobj_contextvar.reset(token)
-
-    wrapped.__name__ = getattr(fn, "__name__", "impl")
-    # eval_jaxpr_impls enters errstate once per jaxpr and calls the impl itself
-    wrapped.impl_without_errstate = fn
-    return wrapped
+np_errstate = core.np_errstate
 
 
 _SPECIAL_UFUNCS: dict = {}

@@ -737,3 +737,17 @@ def test_checkpoint_policies():
     _, lin = ad._linearize(lambda x: [g(x)], [tnp.asarray(x)])
     assert any(np.allclose(np.asarray(c), np.sin(x)) for c in lin.consts)
     close(tracer.grad(lambda x: tnp.sum(g(x)))(x), np.cos(np.sin(x)) * np.cos(x))
+
+
+def test_accumulating_opposite_infinite_cotangents_is_nan_without_a_warning():
+    # x*inf + x*-inf: the two cotangents of x add to NaN (as JAX), and NumPy's "invalid
+    # value" warning for that sum is not the user's business.
+    import warnings
+
+    def f(x):
+        return x * np.inf + x * -np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for g in (tracer.grad(f), tracer.jit(tracer.grad(f))):
+            assert np.isnan(g(1.0))
+        assert np.isnan(tracer.vmap(tracer.grad(f))(np.ones(2))).all()

@@ -811,13 +811,34 @@ def ignoring_fp_errors():
     return quiet
 
 
+def np_errstate(fn):
+    """Run a NumPy impl without floating-point warnings (IEEE results are the semantics)."""
+
+    if extobj_contextvar is None:
+        def wrapped(*args, **kw):
+            with np.errstate(all="ignore"):
+                return fn(*args, **kw)
+    else:
+        def wrapped(*args, **kw):
+            token = extobj_contextvar.set(ignoring_fp_errors())
+            try:
+                return fn(*args, **kw)
+            finally:
+                extobj_contextvar.reset(token)
+
+    wrapped.__name__ = getattr(fn, "__name__", "impl")
+    # eval_jaxpr_impls enters errstate once per jaxpr and calls the impl itself
+    wrapped.impl_without_errstate = fn
+    return wrapped
+
+
 _eval_plans: dict = {}
 
 
 def eval_plan(key, primitive, avals, params):
     """(out avals, the function to call, whether to call it with floating-point errors
     ignored) for ``eval_primitive``, memoised in ``_eval_plans`` under ``key``
-    (``(primitive, *avals, *params.items())``, or None when a param is unhashable). An impl made by ``lax.utils.np_errstate`` exposes
+    (``(primitive, *avals, *params.items())``, or None when a param is unhashable). An impl made by ``np_errstate`` exposes
     ``impl_without_errstate``, and one made by ``lax.utils.lowp_widening`` its
     ``plain_impl`` for operands of no low-precision dtype: calling those directly under
     one error-state switch skips two Python frames per operation."""

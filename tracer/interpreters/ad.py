@@ -138,7 +138,8 @@ def _add_any_abstract_eval(x, y):
 
 
 add_any_p.def_abstract_eval(_add_any_abstract_eval)
-add_any_p.def_impl(lambda x, y: np.add(x, y))
+# inf + -inf is NaN, as in JAX, without a NumPy warning
+add_any_p.def_impl(core.np_errstate(np.add))
 
 
 def add_tangents(x, y):
