@@ -217,6 +217,24 @@ def test_the_first_jit_loads_numba_without_all_of_scipy_linalg(tmp_path):
     assert out.split() == ["2.0", "False", "True", "True"], out
 
 
+def test_numba_leaves_importlib_metadata_lazy_until_it_is_used(tmp_path):
+    # numba_backend._numba puts importlib.metadata in sys.modules as a lazy module: a
+    # program that loads cached kernels never runs it; Numba's first compile (its
+    # extension entry points) and the user's own use get the real module.
+    code = (
+        "import sys, importlib.util\n"
+        "import numba_backend._numba\n"
+        "m = sys.modules['importlib.metadata']\n"
+        "print(type(m).__name__, 'email' in sys.modules)\n"
+        "from importlib.metadata import version\n"
+        "import numpy\n"
+        "print(version('numpy') == numpy.__version__, type(m).__name__)\n"
+        "import numba\n"
+        "print(numba.njit(lambda x: x + 1)(1))\n")
+    out = _run_python(code, tmp_path)
+    assert out.split() == ["_LazyModule", "False", "True", "module", "2"], out
+
+
 class _ImportTimeLaxReads(ast.NodeVisitor):
     """``lax.<name>`` read when the module is imported (outside any function body)."""
 
