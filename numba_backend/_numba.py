@@ -96,9 +96,13 @@ def load_without_refresh():
     Numba's ``Cache.load_overload`` refreshes the target context before it reads a cache
     entry: it imports and installs all of Numba's registries (255 of them), 0.3 s of CPU
     of a warm program's first call, where the rest of that call loads its kernels in
-    milliseconds. Loading compiled code needs only Numba's runtime (NRT, whose symbols
-    the loaded code links against). Every compile refreshes the contexts itself
-    (``compiler.compile_extra``), so a process that goes on to compile still gets them.
+    milliseconds. Loading compiled code needs only the addresses of Numba's runtime
+    functions (NRT's C functions, which the loaded code links against): they are
+    registered with LLVM here (``_register_nrt_symbols``). ``rtsys.initialize`` would also
+    compile NRT's LLVM module (its reference counting, which every compiled function
+    carries a copy of), 0.02 s of a warm program's first load that no loaded code uses.
+    Every compile refreshes the contexts itself (``compiler.compile_extra``) and
+    initializes the runtime fully, so a process that goes on to compile still gets both.
     """
     from numba.core import caching
     cls = caching.Cache
@@ -107,13 +111,32 @@ def load_without_refresh():
         return   # patched already, or another Numba: its own load_overload stays
 
     def load_overload(self, sig, target_context):
-        from numba.core.runtime import rtsys
-        rtsys.initialize(target_context)
+        _register_nrt_symbols()
         with self._guard_against_spurious_io_errors():
             return self._load_overload(sig, target_context)
 
     load_overload._tracer = True
     cls.load_overload = load_overload
+
+
+_nrt_symbols_registered = []
+
+
+def _register_nrt_symbols():
+    """The part of Numba's ``rtsys.initialize`` that loaded code needs: LLVM's symbols
+    for NRT's C functions (and NRT's statistics switched on where Numba's config asks)."""
+    if _nrt_symbols_registered:
+        return
+    from numba.core import config
+    from numba.core.runtime import _nrt_python as _nrt
+    from numba.core.runtime import rtsys
+    if not rtsys._init:
+        import llvmlite.binding as ll
+        if config.NRT_STATS:
+            _nrt.memsys_enable_stats()
+        for py_name, address in _nrt.c_helpers.items():
+            ll.add_symbol(py_name if py_name.startswith("_") else "NRT_" + py_name, address)
+    _nrt_symbols_registered.append(True)
 
 
 def njit(**options):

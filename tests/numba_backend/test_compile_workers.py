@@ -409,6 +409,47 @@ def test_eager_ufunc_after_loading_cached_kernels(tmp_path):
     np.testing.assert_allclose(got, erfc(np.array([0.0, 0.5, 3.0, -2.0])), rtol=1e-6)
 
 
+LOAD_THEN_COMPILE = textwrap.dedent("""
+    import sys
+    import numpy as np, tracer, tracer.numpy as tnp
+    tracer.config.update("jit_compile", "sync")
+    # a pairwise sum of 3000 elements: the kernel allocates its buffers through NRT
+    f = tracer.jit(lambda x: tnp.sum(tnp.tanh(x) * 2.0 + x))
+    x = np.linspace(-3, 3, 3000)
+    print(repr(float(f(x))))
+    from numba.core.runtime import rtsys
+    print(rtsys._init)
+    if sys.argv[1] == "compile":       # a kernel no run has compiled, in this process
+        g = tracer.jit(lambda x: tnp.sum(tnp.sin(x) * 3.0 - x))
+        print(repr(float(g(x))), rtsys._init)
+""")
+
+
+def test_loading_cached_kernels_registers_nrt_without_compiling_it(tmp_path):
+    """A warm process loads its kernels with NRT's C functions registered and NRT's own
+    LLVM module left uncompiled (numba_backend._numba._register_nrt_symbols); kernels
+    that allocate still run, and a later compile in the process initializes NRT fully."""
+    env = dict(os.environ, TRACER_CACHE_DIR=str(tmp_path / "t"),
+               NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=ROOT)
+    run = lambda mode: subprocess.run([sys.executable, "-c", LOAD_THEN_COMPILE, mode],
+                                      env=env, cwd=ROOT, capture_output=True, text=True,
+                                      timeout=600)
+    first = run("load")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split()[1] == "True"       # it compiled
+    for mode in ("load", "compile"):
+        out = run(mode)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.split()
+        assert lines[0] == first.stdout.split()[0]
+        assert lines[1] == "False", lines          # loaded only: NRT's module not compiled
+        if mode == "compile":
+            x = np.linspace(-3, 3, 3000)
+            np.testing.assert_allclose(float(lines[2]), np.sum(np.sin(x) * 3.0 - x),
+                                       rtol=1e-12)
+            assert lines[3] == "True"
+
+
 FMA_SCRIPT = textwrap.dedent("""
     import numpy as np, tracer, tracer.numpy as tnp
     f = tracer.jit(lambda x: tnp.exp(x) + 0.0)
