@@ -414,14 +414,15 @@ def helper_hash() -> str:
     to a helper gives new cache entries (Numba's cache does not track callees)."""
     global _HELPER_HASH
     if _HELPER_HASH is None:
-        from numba_backend import blas, scalar, vecmath
-        # pairwise: the order of float sums (kernels compiled before it existed, with
-        # reassociating fast math, must not be reused)
-        src = inspect.getsource(scalar) + inspect.getsource(vecmath) + \
-            inspect.getsource(inliner) + inspect.getsource(pairwise) + \
-            inspect.getsource(blas)     # (the drivers' matrix products)
-        # the special-function kernels (lowering/special.py calls them by name)
-        for mod in ("lax.special_kernels", "lax.special_coeffs"):
+        # The modules' files are read, not imported: ``blas`` (the drivers' matrix
+        # products) imports Numba's linear algebra, 0.03 s of a warm program's start,
+        # which only a driver needs. pairwise: the order of float sums (kernels compiled
+        # before it existed, with reassociating fast math, must not be reused); the
+        # special-function kernels: lowering/special.py calls them by name.
+        src = ""
+        for mod in ("numba_backend.scalar", "numba_backend.vecmath", "numba_backend.inliner",
+                    "numba_backend.pairwise", "numba_backend.blas", "lax.special_kernels",
+                    "lax.special_coeffs"):
             with open(importlib.util.find_spec(mod).origin) as f:
                 src += f.read()
         # the float8/float4 tables of numba_backend.scalar come from ml_dtypes: its
