@@ -483,3 +483,30 @@ def test_top_k_axis_grad_vmap_and_errors():
         lax.top_k(_TOPK_X, -1)
     with pytest.raises(TypeError, match="at least one dimension"):
         lax.top_k(np.float64(1.0), 1)
+
+
+@pytest.mark.parametrize("shapes", [
+    [(3, 3), (3, 3), (3, 3)],                   # square: a wrong order is silent
+    [(3, 4), (4, 3), (3, 4)],
+    [(5,), (5, 5), (5, 2)],                     # vectors at the ends
+    [(2, 30), (30, 3), (3, 40), (40, 2)],       # opt_einsum starts in the middle
+    [(40, 2), (2, 30), (30, 3), (3,)],
+    [(6, 2), (2, 6), (6, 2), (2, 6), (6, 1)],
+])
+def test_multi_dot_multiplies_in_chain_order_whatever_the_cheapest_path(shapes):
+    # the products opt_einsum's path makes go to the end of the operand list: multiplied
+    # in list order, [A, B, C] with (A @ B) first gave C @ (A @ B)
+    rs = np.random.RandomState(0)
+    mats = [rs.randn(*s) for s in shapes]
+    want = np.linalg.multi_dot(mats)
+    np.testing.assert_allclose(tla.multi_dot(mats), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(tracer.jit(tla.multi_dot)(mats), want, rtol=1e-12, atol=1e-12)
+    g = tracer.grad(lambda m: tnp.sum(tla.multi_dot(m)))(mats)
+    eps = 1e-6
+    for k in range(len(mats)):
+        d = np.zeros_like(mats[k]).ravel()
+        d[0] = eps
+        moved = list(mats)
+        moved[k] = mats[k] + d.reshape(mats[k].shape)
+        fd = (np.sum(np.linalg.multi_dot(moved)) - np.sum(want)) / eps
+        assert abs(np.asarray(g[k]).ravel()[0] - fd) < 1e-4 * max(1, abs(fd))

@@ -291,3 +291,49 @@ def test_jit(rng):
     check_jit(lambda x: (nn.relu(x), nn.log_softmax(x), nn.logsumexp(x, axis=0),
                          nn.gelu(x, approximate=False), nn.one_hot(np.array([1, 3]), 5)), (x,),
               rtol=1e-14, atol=1e-15)
+
+
+# A row masked out entirely (padding), and an +inf entry masked out; expected from JAX.
+_MX = np.array([[1., 2., 3.], [.5, -1., 2.], [np.inf, 0., 1.]])
+_MW = np.array([[True, False, True], [False] * 3, [False, True, True]])
+_MX_WEIGHTS = np.arange(9.).reshape(3, 3)
+
+
+def test_softmax_where_masked_rows_are_zero_with_zero_derivatives():
+    want = [[0.11920292, 0., 0.88079708], [0., 0., 0.], [0., 0.26894142, 0.73105858]]
+    want_grad = [[-0.20998717, 0., 0.20998717], [0., 0., 0.], [0., -0.19661193, 0.19661193]]
+    for f in (nn.softmax, tracer.jit(nn.softmax, static_argnames=("axis",))):
+        np.testing.assert_allclose(f(_MX, where=_MW), want, atol=1e-8)
+    loss = lambda a: tnp.sum(nn.softmax(a, where=_MW) * _MX_WEIGHTS)
+    for g in (tracer.grad(loss), tracer.jit(tracer.grad(loss))):
+        np.testing.assert_allclose(g(_MX), want_grad, atol=1e-8)
+    # per row under vmap, as a Python loop
+    rows = tracer.vmap(lambda r, w: nn.softmax(r, where=w))(_MX, _MW)
+    np.testing.assert_allclose(rows, want, atol=1e-8)
+
+
+def test_log_softmax_where_masked_rows_have_zero_derivatives():
+    want = [[-2.12692801, -np.inf, -0.12692801], [-np.inf] * 3,
+            [-np.inf, -1.31326169, -0.31326169]]
+    np.testing.assert_allclose(nn.log_softmax(_MX, where=_MW), want, atol=1e-8)
+    loss = lambda a: tnp.sum(tnp.where(_MW, nn.log_softmax(a, where=_MW), 0.0))
+    want_grad = [[0.76159416, 0., -0.76159416], [0., 0., 0.], [0., 0.46211716, -0.46211716]]
+    for g in (tracer.grad(loss), tracer.jit(tracer.grad(loss))):
+        np.testing.assert_allclose(g(_MX), want_grad, atol=1e-8)
+    # a loss that reads only the first row: the masked row's derivative is 0, not NaN
+    g0 = tracer.grad(lambda a: tnp.sum(nn.log_softmax(a, where=_MW)[0]))(_MX)
+    assert np.isfinite(np.asarray(g0)).all()
+
+
+def test_logsumexp_terms_weighted_zero_take_no_part():
+    b = np.array([0., 1., 1.])
+    for a0 in (1000., np.inf, np.nan, -np.inf):
+        a = np.array([a0, 1., 2.])
+        np.testing.assert_allclose(nn.logsumexp(a, b=b), 2.313261687518223, rtol=1e-15)
+        np.testing.assert_allclose(sps.logsumexp(a, b=b), 2.313261687518223, rtol=1e-15)
+    a = np.array([1000., 1., 2.])
+    g = tracer.grad(lambda t: nn.logsumexp(t, b=b))(a)
+    np.testing.assert_allclose(g, [0., 0.26894142, 0.73105858], atol=1e-8)
+    assert float(nn.logsumexp(a, b=np.zeros(3))) == -np.inf
+    np.testing.assert_allclose(tracer.jit(lambda t: nn.logsumexp(t, b=b))(a), 2.313261687518223,
+                               rtol=1e-15)

@@ -258,6 +258,9 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
         a, b = promote_dtypes_inexact(a, b)
         from tracer.numpy.manipulation import broadcast_arrays
         a, b = broadcast_arrays(a, b)
+        # terms weighted 0 take no part, not even in the shift (as JAX and SciPy): a
+        # large, infinite or NaN entry there would make the sum -inf or NaN
+        a = lax.select(lax.ne(b, lax.full_like(b, 0)), a, lax.full_like(a, -np.inf))
     nd = get_aval(a).ndim
     axes = _axes(axis, nd, "logsumexp")
     am = _masked(a, where, -np.inf)
@@ -314,38 +317,54 @@ def logmeanexp(x, axis=None, where=None, keepdims=False):
 
 def softmax(x, axis=-1, where=None, initial=None):
     """exp(x - max) / sum(exp(x - max)) over ``axis`` (``jax.nn.softmax``); entries
-    masked out by ``where`` are 0."""
+    masked out by ``where`` are 0, and so are a row masked out entirely and its
+    derivatives (as JAX)."""
     x = _x("softmax", x)
     nd = get_aval(x).ndim
     axes = _axes(axis, nd, "softmax")
+    shifted, s = _shifted_exp_sum(x, axes, where)
+    e = lax.exp(shifted)
+    if where is not None:
+        s = _masked_row_sum_safe(s)
+    out = lax.div(e, lax.broadcast_in_dim(s, get_aval(x).shape, tuple(range(nd)))
+                  if nd else s)
+    return _masked(out, where, 0)
+
+
+def _shifted_exp_sum(x, axes, where):
+    """(x - max, masked-out entries -inf; sum of its exp over ``axes``, keepdims). The
+    mask is applied before the exp: a masked entry's exp(x - max) may be inf, and its
+    derivative times a zero cotangent NaN."""
+    nd = get_aval(x).ndim
     xm = _masked(x, where, -np.inf)
     m = _red.max(xm, axis=axes, keepdims=True, initial=-np.inf)
     # As in JAX, a non-finite maximum is not replaced: rows of -inf (or with +inf) give
     # NaN, where logsumexp gives -inf (+inf).
     m = _stop_gradient(m)
-    e = lax.exp(lax.sub(x, lax.broadcast_in_dim(m, get_aval(x).shape, tuple(range(nd)))
-                        if nd else m))
-    e = _masked(e, where, 0)
-    s = _red.sum(e, axis=axes, keepdims=True)
-    return lax.div(e, lax.broadcast_in_dim(s, get_aval(x).shape, tuple(range(nd)))
-                   if nd else s)
+    shifted = _masked(lax.sub(x, lax.broadcast_in_dim(m, get_aval(x).shape,
+                                                      tuple(range(nd))) if nd else m),
+                      where, -np.inf)
+    return shifted, _red.sum(lax.exp(shifted), axis=axes, keepdims=True)
+
+
+def _masked_row_sum_safe(s):
+    # A row masked out entirely sums to 0 (a row with an entry in sums to at least 1, or
+    # NaN): 1 there keeps 0/0 and log(0) out of the values and the derivatives; the
+    # caller's final mask gives such a row its value.
+    return lax.select(lax.eq(s, lax.full_like(s, 0)), lax.full_like(s, 1), s)
 
 
 def log_softmax(x, axis=-1, where=None, initial=None):
     """x - logsumexp(x) over ``axis``, computed as (x - max) - log(sum(exp(x - max)))
-    (``jax.nn.log_softmax``); entries masked out by ``where`` are -inf."""
+    (``jax.nn.log_softmax``); entries masked out by ``where`` are -inf, with derivative 0
+    (a row masked out entirely too, as JAX)."""
     x = _x("log_softmax", x)
     nd = get_aval(x).ndim
     axes = _axes(axis, nd, "log_softmax")
-    xm = _masked(x, where, -np.inf)
-    m = _red.max(xm, axis=axes, keepdims=True, initial=-np.inf)
-    # As in JAX, a non-finite maximum is not replaced: rows of -inf (or with +inf) give
-    # NaN, where logsumexp gives -inf (+inf).
-    m = _stop_gradient(m)
-    shifted = lax.sub(x, lax.broadcast_in_dim(m, get_aval(x).shape, tuple(range(nd)))
-                      if nd else m)
-    e = _masked(lax.exp(shifted), where, 0)
-    lse = lax.log(_red.sum(e, axis=axes, keepdims=True))
+    shifted, s = _shifted_exp_sum(x, axes, where)
+    if where is not None:
+        s = _masked_row_sum_safe(s)
+    lse = lax.log(s)
     out = lax.sub(shifted, lax.broadcast_in_dim(lse, get_aval(x).shape, tuple(range(nd)))
                   if nd else lse)
     return _masked(out, where, -np.inf)

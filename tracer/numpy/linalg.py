@@ -528,12 +528,15 @@ def multi_dot(arrays, *, precision=None):
     spec = ",".join(subs) + "->" + letters[0] + letters[len(arrays)]
     _, path_info = opt_einsum.contract_path(spec, *[np.empty(_aval(a).shape, np.float32)
                                                     for a in arrays], shapes=False)
-    ops = list(arrays)
+    # opt_einsum appends each product to the end of its operand list, so list order is
+    # not chain order: each operand carries the first link of the chain it covers, and
+    # the one that starts earlier is the left factor.
+    ops = [(i, a) for i, a in enumerate(arrays)]
     for contraction in path_info.contraction_list:
         inds = sorted(contraction[0], reverse=True)
-        picked = [ops.pop(i) for i in inds][::-1]
-        ops.append(_mm(picked[0], picked[1]))
-    out = ops[0]
+        (lo, left), (_, right) = sorted((ops.pop(i) for i in inds), key=lambda o: o[0])
+        ops.append((lo, _mm(left, right)))
+    out = ops[0][1]
     if first_vec:
         out = out[0]
     if last_vec:
