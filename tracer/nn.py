@@ -322,8 +322,7 @@ def softmax(x, axis=-1, where=None, initial=None):
     x = _x("softmax", x)
     nd = get_aval(x).ndim
     axes = _axes(axis, nd, "softmax")
-    shifted, s = _shifted_exp_sum(x, axes, where)
-    e = lax.exp(shifted)
+    _, e, s = _shifted_exp_sum(x, axes, where)
     if where is not None:
         s = _masked_row_sum_safe(s)
     out = lax.div(e, lax.broadcast_in_dim(s, get_aval(x).shape, tuple(range(nd)))
@@ -332,7 +331,7 @@ def softmax(x, axis=-1, where=None, initial=None):
 
 
 def _shifted_exp_sum(x, axes, where):
-    """(x - max, masked-out entries -inf; sum of its exp over ``axes``, keepdims). The
+    """(x - max, masked-out entries -inf; its exp; their sum over ``axes``, keepdims). The
     mask is applied before the exp: a masked entry's exp(x - max) may be inf, and its
     derivative times a zero cotangent NaN."""
     nd = get_aval(x).ndim
@@ -344,7 +343,8 @@ def _shifted_exp_sum(x, axes, where):
     shifted = _masked(lax.sub(x, lax.broadcast_in_dim(m, get_aval(x).shape,
                                                       tuple(range(nd))) if nd else m),
                       where, -np.inf)
-    return shifted, _red.sum(lax.exp(shifted), axis=axes, keepdims=True)
+    e = lax.exp(shifted)
+    return shifted, e, _red.sum(e, axis=axes, keepdims=True)
 
 
 def _masked_row_sum_safe(s):
@@ -361,7 +361,7 @@ def log_softmax(x, axis=-1, where=None, initial=None):
     x = _x("log_softmax", x)
     nd = get_aval(x).ndim
     axes = _axes(axis, nd, "log_softmax")
-    shifted, s = _shifted_exp_sum(x, axes, where)
+    shifted, _, s = _shifted_exp_sum(x, axes, where)
     if where is not None:
         s = _masked_row_sum_safe(s)
     lse = lax.log(s)
