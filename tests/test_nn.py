@@ -337,3 +337,19 @@ def test_logsumexp_terms_weighted_zero_take_no_part():
     assert float(nn.logsumexp(a, b=np.zeros(3))) == -np.inf
     np.testing.assert_allclose(tracer.jit(lambda t: nn.logsumexp(t, b=b))(a), 2.313261687518223,
                                rtol=1e-15)
+
+
+def test_logsumexp_where_masked_infinite_entries_have_zero_derivatives():
+    # JAX: [0.2689, 0.7311, 0.0]; the exp of the unmasked inf gave a NaN derivative
+    mk = np.array([True, True, False])
+    for bad in (np.inf, np.nan):
+        x = np.array([0., 1., bad])
+        want = [0.26894142, 0.73105858, 0.]
+        for g in (tracer.grad(lambda t: nn.logsumexp(t, where=mk)),
+                  tracer.jit(tracer.grad(lambda t: nn.logsumexp(t, where=mk)))):
+            np.testing.assert_allclose(g(x), want, atol=1e-8)
+        np.testing.assert_allclose(nn.logsumexp(x, where=mk), np.log(1 + np.e), rtol=1e-15)
+        xs = np.stack([x, x])
+        np.testing.assert_allclose(
+            tracer.vmap(tracer.grad(lambda t: nn.logsumexp(t, where=mk)))(xs), [want] * 2,
+            atol=1e-8)

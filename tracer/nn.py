@@ -278,7 +278,9 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
     amax_b = lax.broadcast_in_dim(amax_k, get_aval(a).shape, tuple(range(nd))) if nd else amax_k
     if is_complex:
         amax_b = lax.convert_element_type(amax_b, get_aval(a).dtype)
-    e = lax.exp(lax.sub(a, amax_b))
+    # the masked input (-inf where ``where`` is False) inside the exp: exp(inf - max) of a
+    # masked-out entry times its zero cotangent would make its derivative NaN
+    e = lax.exp(lax.sub(am, amax_b))
     if b is not None:
         e = lax.mul(e, b)
     e = _masked(e, where, 0)
