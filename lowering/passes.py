@@ -6,7 +6,8 @@
 - ``cse``: one equation per (primitive, operands, params);
 - ``fold_constants``: evaluate scalar equations of literals now (their NumPy impl);
 - ``simplify``: algebraic identities that are exact in IEEE arithmetic (x * 1, x - 0,
-  x / 1 (real dtypes only), neg(neg x), no-op converts/reshapes/transposes/broadcasts...);
+  x / 1 (real dtypes only), neg(neg x), transpose(transpose x) as one transpose, no-op
+  converts/reshapes/transposes/broadcasts...);
 - ``swap_transposed_dots``: ``transpose(dot_general(a, b))`` that only swaps the two
   operands' free dims is ``dot_general(b, a)`` (BLAS writes the wanted layout; no copy;
   real dtypes only);
@@ -299,12 +300,20 @@ def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
             if src is not None and src.primitive.name == "neg":
                 env[eqn.outvars[0]] = src.invars[0]
                 continue
+        params = eqn.params
+        if eqn.primitive.name == "transpose":
+            # transpose(transpose(x, p1), p2) is transpose(x, p1[p2]): one copy, or none
+            src = producer.get(invars[0]) if isinstance(invars[0], Var) else None
+            if src is not None and src.primitive.name == "transpose":
+                p1 = src.params["permutation"]
+                perm = tuple(p1[i] for i in params["permutation"])
+                invars, params = [src.invars[0]], {**params, "permutation": perm}
         if not is_effectful(eqn):
-            rep = _simplify_eqn(eqn, invars)
+            rep = _simplify_eqn(JaxprEqn(eqn.primitive, invars, params, eqn.outvars), invars)
             if rep is not None:
                 env[eqn.outvars[0]] = rep
                 continue
-        new = JaxprEqn(eqn.primitive, invars, eqn.params, eqn.outvars)
+        new = JaxprEqn(eqn.primitive, invars, params, eqn.outvars)
         for v in eqn.outvars:
             producer[v] = new
         eqns.append(new)

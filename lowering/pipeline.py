@@ -2,6 +2,7 @@
 
     ClosedJaxpr
       -> inline_calls     splice jit/closed_call sub-jaxprs into the caller
+      -> optimize_subjaxprs   loop bodies and branches through this same list first
       -> dce              drop unused equations
       -> cse              merge equal equations
       -> fold_constants   scalar equations of literals become literals
@@ -27,10 +28,42 @@ import os
 
 from lowering import fusion, passes, schedule, verify
 from lowering.ir import Program
-from tracer.jaxpr import ClosedJaxpr
+from tracer.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn
+
+def optimize_subjaxprs(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """The bodies and branches of scan, while and cond equations through ``optimize``
+    before their caller's passes: ``hoist_scan_products`` then reads a body's
+    accumulations simplified (the weight gradient of a recurrent cell reaches its carry
+    through two transposes that cancel), and the NumPy tier, which runs the caller's
+    optimized jaxpr, runs optimized bodies too. A body keeps its invars and the number
+    and avals of its outvars."""
+    eqns, changed = [], False
+    for eqn in closed.jaxpr.eqns:
+        names = SUBJAXPR_PARAMS.get(eqn.primitive.name, ())
+        params = dict(eqn.params)
+        for name in names:
+            sub = params.get(name)
+            if isinstance(sub, ClosedJaxpr):
+                params[name] = optimize(sub)
+            elif isinstance(sub, (tuple, list)) and all(isinstance(b, ClosedJaxpr) for b in sub):
+                params[name] = type(sub)(optimize(b) for b in sub)
+        if names:
+            eqn = JaxprEqn(eqn.primitive, eqn.invars, params, eqn.outvars)
+            changed = True
+        eqns.append(eqn)
+    if not changed:
+        return closed
+    j = closed.jaxpr
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts)
+
+
+# primitive name -> its params holding sub-jaxprs that ``optimize_subjaxprs`` optimizes
+SUBJAXPR_PARAMS = {"scan": ("jaxpr",), "while": ("cond_jaxpr", "body_jaxpr"),
+                   "cond": ("branches",)}
 
 JAXPR_PASSES = (
     passes.inline_calls,
+    optimize_subjaxprs,
     passes.dce,
     passes.cse,
     passes.fold_constants,

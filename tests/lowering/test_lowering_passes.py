@@ -474,7 +474,7 @@ def test_hoist_scan_products_applies_only_where_it_may_and_keeps_values(f, hoist
 def test_hoisted_scan_products_under_vmap_of_grad_and_inside_a_loop():
     """The pass under compositions: jit(vmap(grad)) of the RNN over a batch of input
     sequences equals a Python loop of eager grads; a scan accumulating products inside a
-    fori_loop body (left alone: passes see top-level scans only) still gives eager's
+    fori_loop body (hoisted there: loop bodies are optimized first) still gives eager's
     values; the value is used twice (the loss and the gradient) under value_and_grad."""
     rng = np.random.default_rng(9)
     w, u = rng.normal(size=(8, 8)) / 3, rng.normal(size=(8, 2))
@@ -494,7 +494,83 @@ def test_hoisted_scan_products_under_vmap_of_grad_and_inside_a_loop():
 
     np.testing.assert_allclose(np.asarray(tracer.jit(looped)(w, u, xss[0], h0)),
                                np.asarray(looped(w, u, xss[0], h0)), rtol=1e-12, atol=1e-13)
+    lc = closed_of(looped, w, u, xss[0], h0)
+    ((loop,), (opt_loop,)) = _scans(lc), _scans(pipeline.optimize(lc))     # (the fori)
+    assert carries(opt_loop.params["jaxpr"])[0] < carries(loop.params["jaxpr"])[0]
     vg = tracer.value_and_grad(lambda w: _rnn_loss(w, u, xss[0], h0) * 2.0)
     (v1, g1), (v2, g2) = tracer.jit(vg)(w), vg(w)
     np.testing.assert_allclose(float(v1), float(v2), rtol=1e-13)
     np.testing.assert_allclose(np.asarray(g1), np.asarray(g2), rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("p1, p2", [((1, 2, 0), (2, 0, 1)), ((1, 0, 2), (0, 2, 1)),
+                                    ((2, 1, 0), (2, 1, 0))])
+def test_a_transpose_of_a_transpose_is_one_transpose_or_none(p1, p2):
+    x = np.arange(24.0).reshape(2, 3, 4)
+    closed = closed_of(lambda x: lax.transpose(lax.transpose(x, p1), p2) * 2.0, x)
+    after = passes.dce(passes.simplify(closed))
+    n = prims(after).count("transpose")
+    assert n == (0 if tuple(p1[i] for i in p2) == (0, 1, 2) else 1)
+    same_values(closed, after, [x])
+    np.testing.assert_array_equal(np.asarray(tracer.jit(lambda x: lax.transpose(
+        lax.transpose(x, p1), p2))(x)), x.transpose(p1).transpose(p2))
+
+
+def _gru_loss(p, xs, ys):
+    """A GRU cell's loss over a scan (the cold-start runner's gru_scan, smaller): grad's
+    reverse scan adds each weight's gradient into its carry through two transposes."""
+    def body(h, xy):
+        x, y = xy
+        hx = tnp.concatenate([h, x], axis=-1)
+        z = tracer.nn.sigmoid(hx @ p["wz"].T)
+        r = tracer.nn.sigmoid(hx @ p["wr"].T)
+        hc = tnp.tanh(tnp.concatenate([r * h, x], axis=-1) @ p["wh"].T)
+        h = (1 - z) * h + z * hc
+        return h, tnp.mean((h @ p["wo"].T)[:, 0] - y) ** 2
+    _, errs = lax.scan(body, tnp.zeros((2, 16), xs.dtype), (xs, ys))
+    return tnp.mean(errs)
+
+
+def test_loop_bodies_are_optimized_before_their_caller():
+    """The bodies of a program's loops go through the pipeline's passes before the
+    program's own: the GRU's three weight gradients are hoisted out of the reverse scan
+    (they reach its carries through transposes that cancel), the bodies the NumPy tier
+    runs hold no transpose of a transpose, and the NumPy tier, the compiled tier, eager
+    and finite differences agree to rounding."""
+    from tracer import _jit_backend
+    rng = np.random.default_rng(3)
+    p = {k: rng.normal(size=(16, 20)) / 4 for k in ("wz", "wr", "wh")}
+    p["wo"] = rng.normal(size=(1, 16)) / 4
+    xs, ys = rng.normal(size=(6, 2, 4)), rng.normal(size=(6, 2))
+    vg = tracer.value_and_grad(_gru_loss)
+    closed = closed_of(vg, p, xs, ys)
+    opt = pipeline.optimize(closed)
+    (back,) = [e for e in _scans(opt) if e.params["reverse"]]
+    (before,) = [e for e in _scans(closed) if e.params["reverse"]]
+    assert back.params["num_carry"] == before.params["num_carry"] - 3
+    for scan in _scans(opt):
+        body = scan.params["jaxpr"].jaxpr
+        producer = {v: e for e in body.eqns for v in e.outvars}
+        assert not [e for e in body.eqns if e.primitive.name == "transpose" and
+                    getattr(producer.get(e.invars[0]), "primitive", None) is lax.transpose_p]
+    leaves, _ = tracer.tree_util.tree_flatten((p, xs, ys))
+    ex = _jit_backend.get_executable(tracer.jit(vg).trace(p, xs, ys).jaxpr, "gru")
+    ex.ensure_compiled()
+    assert ex.state == "ready"
+    for a, b in zip(ex.run_numpy(leaves), ex.run_compiled(leaves)):
+        # (not bit for bit: compiled tanh and exp are within 1 ulp of NumPy's, section 3
+        # of docs/ARCHITECTURE.md)
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-16)
+    (l1, g1), (l2, g2) = tracer.jit(vg)(p, xs, ys), vg(p, xs, ys)
+    np.testing.assert_allclose(float(l1), float(l2), rtol=1e-13)
+    for k in p:
+        np.testing.assert_allclose(np.asarray(g1[k]), np.asarray(g2[k]), rtol=1e-11,
+                                   atol=1e-15)
+    eps, (i, j) = 1e-6, (2, 5)
+    for k in ("wz", "wh"):
+        up, dn = dict(p), dict(p)
+        up[k], dn[k] = p[k].copy(), p[k].copy()
+        up[k][i, j] += eps
+        dn[k][i, j] -= eps
+        fd = (float(_gru_loss(up, xs, ys)) - float(_gru_loss(dn, xs, ys))) / (2 * eps)
+        np.testing.assert_allclose(float(np.asarray(g1[k])[i, j]), fd, rtol=1e-6, atol=1e-9)
