@@ -121,19 +121,49 @@ def _dot_general_plan(lshape, rshape, ldt, out_dt, dimension_numbers):
 def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
     out_dt = lhs.dtype if preferred_element_type is None else np.dtype(preferred_element_type)
     try:
-        plan = _dot_general_plan(lhs.shape, rhs.shape, lhs.dtype, out_dt, dimension_numbers)
+        fn = dot_general_fn(lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, out_dt,
+                            dimension_numbers)
     except TypeError:   # dimension numbers given as lists (a rule that built its own)
         (lc, rc), (lb, rb) = dimension_numbers
         dn = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
-        plan = _dot_general_plan(lhs.shape, rhs.shape, lhs.dtype, out_dt, dn)
-    lperm, lshape3, rperm, rshape3, shape, compute_dt = plan
-    a = lhs.transpose(lperm).reshape(lshape3)
-    b = rhs.transpose(rperm).reshape(rshape3)
-    if lhs.dtype == np.bool_:
-        out = (a.astype(np.int64) @ b.astype(np.int64)) > 0
-    else:
-        out = np.matmul(a.astype(compute_dt, copy=False), b.astype(compute_dt, copy=False))
-    return out.reshape(shape).astype(out_dt, copy=False)
+        fn = dot_general_fn(lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, out_dt, dn)
+    return fn(lhs, rhs)
+
+
+@functools.lru_cache(maxsize=4096)
+def dot_general_fn(lshape, rshape, ldt, rdt, out_dt, dimension_numbers):
+    """``(lhs, rhs) -> out``: one dot_general on NumPy arrays of these shapes and dtypes, as
+    NumPy's matmul of the operands' transposes reshaped to ``(B, M, K) @ (B, K, N)``.
+    Made once per shapes: the NumPy tier runs a loop body's products thousands of times,
+    and the compiled tier's library calls use the same functions (the same bits). A
+    product of two matrices, or of their transposes, needs no reshape or cast: it calls
+    matmul on the operands or their ``.T`` views, as the batched form does inside."""
+    lperm, (B, M, K), rperm, (_, _, N), shape, compute_dt = _dot_general_plan(
+        lshape, rshape, ldt, out_dt, dimension_numbers)
+    lid = lperm == tuple(range(len(lshape)))
+    rid = rperm == tuple(range(len(rshape)))
+    matmul = np.matmul
+    if (B == 1 and ldt != np.bool_ and compute_dt == ldt == rdt == out_dt
+            and len(lshape) == 2 == len(rshape) and shape == (M, N)):
+        if lid and rid:
+            return matmul
+        if rid:
+            return lambda lhs, rhs: matmul(lhs.T, rhs)
+        if lid:
+            return lambda lhs, rhs: matmul(lhs, rhs.T)
+        return lambda lhs, rhs: matmul(lhs.T, rhs.T)
+    lshape3, rshape3 = (B, M, K), (B, K, N)
+
+    def dot(lhs, rhs):
+        a = (lhs if lid else lhs.transpose(lperm)).reshape(lshape3)
+        b = (rhs if rid else rhs.transpose(rperm)).reshape(rshape3)
+        if ldt == np.bool_:
+            out = (a.astype(np.int64) @ b.astype(np.int64)) > 0
+        else:
+            out = matmul(a.astype(compute_dt, copy=False), b.astype(compute_dt, copy=False))
+        return out.reshape(shape).astype(out_dt, copy=False)
+
+    return dot
 
 
 def _ranges_like(*xs):

@@ -90,50 +90,15 @@ def reshape_view(x, *, shape):
 
 def make_dot_general(lhs_aval, rhs_aval, out_aval, dimension_numbers,
                      preferred_element_type=None):
-    """A function ``(lhs, rhs) -> [out]`` computing dot_general for these avals (the
-    transposes and shapes of the eager impl's plan, ``lax.linalg._dot_general_plan``)."""
+    """A function ``(lhs, rhs) -> [out]`` computing dot_general for these avals: the NumPy
+    impl's own function for them (``lax.linalg.dot_general_fn``), so both tiers give the
+    same bits."""
     (lc, rc), (lb, rb) = dimension_numbers
     dn = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
-    ls, rs = tuple(lhs_aval.shape), tuple(rhs_aval.shape)
-    out_dt = np.dtype(out_aval.dtype)
-    in_dt = np.dtype(lhs_aval.dtype)
-    lperm, (B, M, K), rperm, (_, _, N), _, compute_dt = la._dot_general_plan(
-        ls, rs, in_dt, out_dt, dn)
-    out_shape = tuple(out_aval.shape)
-    is_bool = in_dt == np.bool_
-    lid = lperm == tuple(range(len(ls)))
-    rid = rperm == tuple(range(len(rs)))
-    if (B == 1 and not is_bool and compute_dt == in_dt == out_dt and len(ls) == 2 == len(rs)
-            and tuple(ls[i] for i in lperm) == (M, K) and tuple(rs[i] for i in rperm) == (K, N)
-            and out_shape == (M, N)):
-        # one product of the operands or their transposes, as they are (the common case:
-        # a layer's forward and backward products; no reshape or cast to do per call)
-        matmul = np.matmul
-        if lid and rid:
-            return lambda lhs, rhs: [matmul(lhs, rhs)]
-        if rid:
-            return lambda lhs, rhs: [matmul(lhs.T, rhs)]
-        if lid:
-            return lambda lhs, rhs: [matmul(lhs, rhs.T)]
-        return lambda lhs, rhs: [matmul(lhs.T, rhs.T)]
-
-    def dot(lhs, rhs):
-        a = lhs if lid else lhs.transpose(lperm)
-        b = rhs if rid else rhs.transpose(rperm)
-        if is_bool:
-            a, b = a.astype(np.int64), b.astype(np.int64)
-        elif compute_dt != in_dt:
-            a, b = a.astype(compute_dt), b.astype(compute_dt)
-        if B == 1:
-            out = np.matmul(a.reshape(M, K), b.reshape(K, N))
-        else:
-            out = np.matmul(a.reshape(B, M, K), b.reshape(B, K, N))
-        if is_bool:
-            out = out > 0
-        out = out.reshape(out_shape)
-        return [out if out.dtype == out_dt else out.astype(out_dt)]
-
-    return dot
+    fn = la.dot_general_fn(tuple(lhs_aval.shape), tuple(rhs_aval.shape),
+                           np.dtype(lhs_aval.dtype), np.dtype(rhs_aval.dtype),
+                           np.dtype(out_aval.dtype), dn)
+    return lambda lhs, rhs: [fn(lhs, rhs)]
 
 
 _plans: dict = {}

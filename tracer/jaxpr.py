@@ -175,6 +175,9 @@ def _impl_plan(jaxpr: Jaxpr):
             outs.append((slot[v], aval.dtype if isinstance(aval, ShapedArray) else None))
         impl = eqn.primitive.impl
         impl = getattr(impl, "impl_without_errstate", impl)
+        if not any(dtypes.is_lowp(getattr(a.aval, "dtype", None)) for a in eqn.invars):
+            # (``lax.utils.lowp_widening``'s impl without its per-call dtype test)
+            impl = getattr(impl, "plain_impl", impl)
         steps.append((impl, ins, eqn.params, eqn.primitive.multiple_results,
                       tuple(outs)))
     results = tuple(ref(a) for a in jaxpr.outvars)
