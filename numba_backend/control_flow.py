@@ -1257,6 +1257,8 @@ class HostRunner:
         # what it needs of the spec, not the spec (``runner_for`` caches by the spec)
         self.kind, self.params, self.out_avals = spec.kind, dict(spec.params), spec.out_avals
         self.exes = [compile_program(p, f"{spec.kind} body") for p in spec.programs]
+        for ex in self.exes:
+            ex.loop_body = spec.kind != "cond"
         self.why = ""
 
     def prefetch(self):

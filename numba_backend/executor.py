@@ -159,6 +159,12 @@ class Executable:
         self._mixed_waits: list = []
         self._fallbacks: dict = {}   # id(step) -> its NumPy slice (``_slice_fallback``)
         self._broken: set = set()    # kernel handles whose compile failed: their slices run
+        # A loop body that a Python loop calls once per iteration (control_flow.HostRunner):
+        # without loops of its own it skips the mixed tier. On small arrays a partly
+        # compiled body costs more than the NumPy tier (a GRU cell on (8, 64): 15 ms a
+        # call on the NumPy tier, 17-24 ms with 1 to 5 of its 6 kernels compiled: each
+        # kernel's call through Numba's dispatcher and each slice's interpreter entry).
+        self.loop_body = False
 
     # -- planning: slots, per-step closures --
     def _plan(self):
@@ -356,7 +362,7 @@ class Executable:
                     # take 0.5 s to compile).
                     self.wait()
                 else:
-                    plan = self._mixed()
+                    plan = None if self.loop_body and not self._loops() else self._mixed()
                     if plan:
                         return self.run_compiled(args, plan=plan)
             if self.state == "ready":

@@ -225,3 +225,48 @@ def test_a_program_with_a_scan_runs_mixed_before_its_own_kernels(monkeypatch):
         _bits_equal(ex.run_compiled(flat, plan=plan), ex.run_numpy(flat))
     finally:
         tracer.config.update("jit_compile", "sync")
+
+
+def test_a_loop_body_waits_on_the_numpy_tier_until_all_its_kernels_are_compiled(monkeypatch):
+    """A scan body that the Python loop calls once per iteration skips the mixed tier: with
+    one of its kernels compiled and the other pending it runs the NumPy tier (a partly
+    compiled body of small arrays costs more per iteration than the NumPy impls), and it
+    switches to its compiled tier once every kernel is done. Same bits throughout (exact
+    operations)."""
+    from numba_backend import control_flow
+    tracer.config.update("jit_compile", "async")
+    try:
+        w = np.array([[1.0, -2.0, 0.0], [2.0, 1.0, -1.0], [0.0, 1.0, 2.0]])
+        step = lambda c, x: (tnp.maximum(w @ tnp.abs(c), -x) * 0.5 + x, tnp.abs(c - x))
+        f = lambda c, xs: lax.scan(step, c * 2.0, xs)
+        c0, xs = np.array([1.0, -0.0, 3.0]), np.arange(12.0).reshape(4, 3) - 6.0
+        ex, flat = _executable(f, (c0, xs))
+        (spec,) = ex._loops()
+        body = control_flow.runner_for(spec).host.exes[0]
+        assert body.loop_body and not ex.loop_body
+        monkeypatch.setattr(executor.pool, "submit", lambda job, fallback: Future())
+        handles = list(dict.fromkeys(body.handles))
+        assert len(handles) >= 2
+        pending = {h: Future() for h in handles}
+        body._jobs = [(h, pending[h]) for h in body.handles]   # (compiles never end)
+        calls, mixed, numpy_tier = [], [], body.run_numpy
+
+        def run_numpy(args):
+            calls.append(list(args))
+            return numpy_tier(args)
+        monkeypatch.setattr(body, "run_numpy", run_numpy)
+        monkeypatch.setattr(body, "_mixed", lambda: mixed.append(1))
+        want = ex.run_numpy(flat)
+        _bits_equal(ex(flat), want)
+        handles[0].serial()                            # its worker has finished
+        pending[handles[0]].set_result({"ok": True})
+        _bits_equal(ex(flat), want)
+        assert body.state == "pending" and not mixed and len(calls) == 2 * len(xs)
+        for h in handles[1:]:
+            h.serial()
+            pending[h].set_result({"ok": True})
+        for args in calls[:len(xs)]:
+            _bits_equal(body(args), numpy_tier(args))
+        assert body.state == "ready" and not mixed and len(calls) == 2 * len(xs)
+    finally:
+        tracer.config.update("jit_compile", "sync")
