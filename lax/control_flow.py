@@ -45,7 +45,7 @@ from tracer.interpreters import partial_eval as pe
 from tracer.interpreters.ad import Zero
 from tracer.interpreters.call import closed_call_p
 from tracer.jaxpr import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr,
-                          eval_jaxpr_impls)
+                          eval_jaxpr_impls, impl_runner)
 from tracer.pytree import (flatten_fun, keystr, tree_flatten, tree_flatten_with_path,
                            tree_structure, tree_unflatten)
 
@@ -800,9 +800,11 @@ def _while_abstract_eval(*avals, cond_jaxpr, body_jaxpr, cond_nconsts, body_ncon
 def _while_impl(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     cc, bc, carry = _split(args, cond_nconsts, body_nconsts)
     cc, bc, carry = ([to_numpy(a) for a in part] for part in (cc, bc, carry))
-    with new_base_main():
-        while bool(eval_jaxpr_impls(cond_jaxpr.jaxpr, cond_jaxpr.consts, cc + carry)[0]):
-            carry = eval_jaxpr_impls(body_jaxpr.jaxpr, body_jaxpr.consts, bc + carry)
+    cond = impl_runner(cond_jaxpr.jaxpr, cond_jaxpr.consts)
+    body = impl_runner(body_jaxpr.jaxpr, body_jaxpr.consts)
+    with new_base_main(), np.errstate(all="ignore"):
+        while bool(cond(cc + carry)[0]):
+            carry = body(bc + carry)
     return carry
 
 
@@ -1233,10 +1235,11 @@ def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
     ys = [np.empty((length,) + a.shape, a.dtype) for a in jaxpr.out_avals[num_carry:]]
     j, jc = jaxpr.jaxpr, jaxpr.consts
     consts, carry, xs = ([to_numpy(a) for a in part] for part in (consts, carry, xs))
-    with new_base_main():
+    run = impl_runner(j, jc)
+    with new_base_main(), np.errstate(all="ignore"):
         for k in range(length):
             i = length - 1 - k if reverse else k
-            outs = eval_jaxpr_impls(j, jc, consts + carry + [x[i] for x in xs])
+            outs = run(consts + carry + [x[i] for x in xs])
             carry = outs[:num_carry]
             for y, o in _zip(ys, outs[num_carry:]):
                 y[i] = o

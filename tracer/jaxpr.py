@@ -192,17 +192,31 @@ def eval_jaxpr_impls(jaxpr: Jaxpr, consts, args) -> list:
     equation. Control-flow impls run their bodies this way, and so does jit's NumPy tier.
     Results are cast to the equations' avals exactly as eager evaluation casts them.
     Call it on a fresh trace stack (``core.new_base_main``): impls may bind internally."""
-    nconst, nslots, literals, steps, results = _impl_plan(jaxpr)
-    env = [None] * nslots
-    for i, c in enumerate(consts):
-        env[i] = np.asarray(c)
-    for i, a in enumerate(args):
-        env[nconst + i] = a
-    # literals sit at the end, reached by negative indices
-    env.extend(reversed(literals))
+    run = impl_runner(jaxpr, consts)
     with np.errstate(all="ignore"):
+        return run(args)
+
+
+def impl_runner(jaxpr: Jaxpr, consts):
+    """``args -> outputs``: ``eval_jaxpr_impls(jaxpr, consts, args)`` with the constants
+    and literals placed once and without its floating-point error switch, which the
+    caller enters once around its loop: a loop body on the NumPy tier runs it per
+    iteration (``args`` must be as many as the jaxpr's invars)."""
+    nconst, nslots, literals, steps, results = _impl_plan(jaxpr)
+    template = [None] * nslots
+    for i, c in enumerate(consts):
+        template[i] = np.asarray(c)
+    # literals sit at the end, reached by negative indices
+    template.extend(reversed(literals))
+    hi = nconst + len(jaxpr.invars)
+
+    def run(args):
+        env = template.copy()
+        env[nconst:hi] = args
         _run_plan(env, steps)
-    return [env[i] for i in results]
+        return [env[i] for i in results]
+
+    return run
 
 
 def _run_plan(env, steps):
