@@ -45,7 +45,7 @@ from tracer.interpreters import partial_eval as pe
 from tracer.interpreters.ad import Zero
 from tracer.interpreters.call import closed_call_p
 from tracer.jaxpr import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr,
-                          eval_jaxpr_impls, impl_runner)
+                          eval_jaxpr_impls, impl_runner, numpy_tier_scope)
 from tracer.pytree import (flatten_fun, keystr, tree_flatten, tree_flatten_with_path,
                            tree_structure, tree_unflatten)
 
@@ -802,7 +802,7 @@ def _while_impl(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     cc, bc, carry = ([to_numpy(a) for a in part] for part in (cc, bc, carry))
     cond = impl_runner(cond_jaxpr.jaxpr, cond_jaxpr.consts)
     body = impl_runner(body_jaxpr.jaxpr, body_jaxpr.consts)
-    with new_base_main(), np.errstate(all="ignore"):
+    with numpy_tier_scope():
         while bool(cond(cc + carry)[0]):
             carry = body(bc + carry)
     return carry
@@ -1236,7 +1236,7 @@ def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
     j, jc = jaxpr.jaxpr, jaxpr.consts
     consts, carry, xs = ([to_numpy(a) for a in part] for part in (consts, carry, xs))
     run = impl_runner(j, jc)
-    with new_base_main(), np.errstate(all="ignore"):
+    with numpy_tier_scope():
         for k in range(length):
             i = length - 1 - k if reverse else k
             outs = run(consts + carry + [x[i] for x in xs])

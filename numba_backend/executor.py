@@ -44,8 +44,8 @@ from numba_backend.compile_worker import library_job
 from numba_backend.storage import needs_view, to_storage
 from numba_backend.workers import pool
 from tracer.config import config
-from tracer.core import Token, new_base_main
-from tracer.jaxpr import Jaxpr, Var, eval_jaxpr_impls
+from tracer.core import Token
+from tracer.jaxpr import Jaxpr, Var, eval_jaxpr_impls, numpy_tier_scope
 
 logger = logging.getLogger("tracer")
 memory.tune_malloc()
@@ -331,17 +331,25 @@ class Executable:
                                (time.perf_counter() - t0) * 1e3)
 
     def __call__(self, args):
+        tier, plan = self.tier()
+        if tier == "numpy":
+            return self.run_numpy(args)
+        return self.run_compiled(args, debug=tier == "debug", plan=plan)
+
+    def tier(self):
+        """Which tier the next call runs, moving the compiles on (queueing them, loading
+        what the workers finished, switching): ("compiled", None), ("mixed", its plan),
+        ("debug", None) or ("numpy", None). A loop calling a body on the NumPy tier asks
+        once per loop, not once per iteration (``control_flow.HostRunner``)."""
         if threads.pending:       # compile workers started or finished (their cores)
             threads.apply()
         if config.debug_kernels:
-            return self.run_compiled(args, debug=True)
+            return "debug", None
         if self.state == "ready":
-            return self.run_compiled(args)
+            return "compiled", None
         mode = config.jit_compile
         if mode == "sync" and self.state == "pending":
             self.ensure_compiled()
-            if self.state == "ready":
-                return self.run_compiled(args)
         elif mode == "async" and self.state == "pending":
             if self._jobs is None and all(h.ready or h.on_disk() for h in self.handles):
                 self.ensure_compiled()           # loads from the disk cache: milliseconds
@@ -364,10 +372,10 @@ class Executable:
                 else:
                     plan = None if self.loop_body and not self._loops() else self._mixed()
                     if plan:
-                        return self.run_compiled(args, plan=plan)
-            if self.state == "ready":
-                return self.run_compiled(args)
-        return self.run_numpy(args)
+                        return "mixed", plan
+        if self.state == "ready":
+            return "compiled", None
+        return "numpy", None
 
     # -- the mixed tier --
     def _mixed(self):
@@ -726,7 +734,7 @@ class Executable:
     def _run_host(self, step: HostStep, env):
         vals = [env[self.slot[x]] if isinstance(x, str) else x[1] for x in step.ins]
         prim = step.primitive
-        with new_base_main(), np.errstate(all="ignore"):
+        with numpy_tier_scope():
             outs = prim.impl(*vals, **dict(step.params))
         if not prim.multiple_results:
             outs = [outs]
@@ -889,7 +897,7 @@ def _slice_fallback(program: Program, step):
     sub = Jaxpr([], in_vars, [e for e in jaxpr.eqns if id(e) in used], outs)
 
     def run(vals):
-        with new_base_main(), np.errstate(all="ignore"):
+        with numpy_tier_scope():
             return eval_jaxpr_impls(sub, [], [vals[k] for k in picks])
     run.jaxpr = sub
     return run
@@ -897,7 +905,7 @@ def _slice_fallback(program: Program, step):
 
 def eval_numpy(jaxpr, consts, args):
     """The NumPy tier: ``jaxpr`` through the NumPy impls (the eager reference)."""
-    with new_base_main(), np.errstate(all="ignore"):
+    with numpy_tier_scope():
         return eval_jaxpr_impls(jaxpr, consts, args)
 
 

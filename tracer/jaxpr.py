@@ -8,6 +8,7 @@ its constvars. The printer writes JAX's text format::
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 from typing import Any, NamedTuple
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from tracer import dtypes
 from tracer.core import (AbstractToken, Array, Primitive, ShapedArray, abstract_eval_cached,
-                         get_aval, to_numpy)
+                         get_aval, new_base_main, to_numpy)
 
 
 class Var:
@@ -197,11 +198,20 @@ def eval_jaxpr_impls(jaxpr: Jaxpr, consts, args) -> list:
         return run(args)
 
 
+@contextlib.contextmanager
+def numpy_tier_scope():
+    """Where ``impl_runner``'s functions run: a fresh trace stack (impls may bind
+    internally) with NumPy's floating-point errors ignored (IEEE results are the
+    semantics)."""
+    with new_base_main(), np.errstate(all="ignore"):
+        yield
+
+
 def impl_runner(jaxpr: Jaxpr, consts):
     """``args -> outputs``: ``eval_jaxpr_impls(jaxpr, consts, args)`` with the constants
-    and literals placed once and without its floating-point error switch, which the
-    caller enters once around its loop: a loop body on the NumPy tier runs it per
-    iteration (``args`` must be as many as the jaxpr's invars)."""
+    and literals placed once, to call inside one ``numpy_tier_scope`` (entered once around
+    a loop: a loop body on the NumPy tier runs it per iteration). ``args`` must be as many
+    as the jaxpr's invars."""
     nconst, nslots, literals, steps, results = _impl_plan(jaxpr)
     template = [None] * nslots
     for i, c in enumerate(consts):

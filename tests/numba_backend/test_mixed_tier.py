@@ -249,24 +249,33 @@ def test_a_loop_body_waits_on_the_numpy_tier_until_all_its_kernels_are_compiled(
         assert len(handles) >= 2
         pending = {h: Future() for h in handles}
         body._jobs = [(h, pending[h]) for h in body.handles]   # (compiles never end)
-        calls, mixed, numpy_tier = [], [], body.run_numpy
+        host = control_flow.runner_for(spec).host
+        tiers, mixed, runs = [], [], []
+        real_tier, real_call = body.tier, control_flow.HostRunner.__call__
 
-        def run_numpy(args):
-            calls.append(list(args))
-            return numpy_tier(args)
-        monkeypatch.setattr(body, "run_numpy", run_numpy)
+        def tier():
+            tiers.append(real_tier())
+            return tiers[-1]
+
+        def call(self, arrays):
+            out = real_call(self, arrays)
+            runs.append((arrays, out))
+            return out
+        monkeypatch.setattr(body, "tier", tier)
         monkeypatch.setattr(body, "_mixed", lambda: mixed.append(1))
+        monkeypatch.setattr(control_flow.HostRunner, "__call__", call)
         want = ex.run_numpy(flat)
         _bits_equal(ex(flat), want)
         handles[0].serial()                            # its worker has finished
         pending[handles[0]].set_result({"ok": True})
         _bits_equal(ex(flat), want)
-        assert body.state == "pending" and not mixed and len(calls) == 2 * len(xs)
+        assert body.state == "pending" and not mixed and len(runs) == 2
+        assert [t for t, _ in tiers] == ["numpy", "numpy"]   # (once per loop)
         for h in handles[1:]:
             h.serial()
             pending[h].set_result({"ok": True})
-        for args in calls[:len(xs)]:
-            _bits_equal(body(args), numpy_tier(args))
-        assert body.state == "ready" and not mixed and len(calls) == 2 * len(xs)
+        _bits_equal(host(runs[0][0]), runs[0][1])
+        assert body.state == "ready" and not mixed
+        assert [t for t, _ in tiers] == ["numpy", "numpy", "compiled"] + ["compiled"] * 4
     finally:
         tracer.config.update("jit_compile", "sync")
