@@ -176,12 +176,26 @@ def spence(x):
     return _bind_unary(spence_p, x)
 
 
-def _spence_jvp(g, x):
+def _log_over_one_minus(x):
+    """log(x) / (1 - x), -1 at x = 1, written so that its own derivatives are accurate
+    near 1 too: there (|x - 1| < 1/64) it is the series -(1 - u/2 + u^2/3 - ...) of
+    u = x - 1 (10 terms: below float64 rounding), elsewhere the quotient; each branch
+    sees a harmless operand where it is not selected. (Differentiating the quotient at
+    x = 1 - 2**-53 gave 2.0 for the second derivative of spence, 0.5 being right.)"""
     one = _one(x)
-    off = ew.ne(x, one)
-    sx = _safe(off, x, 2)
-    d = ew.div(ew.log(sx), ew.sub(one, sx))
-    return ew.mul(g, ew.select(off, d, full_like(x, -1)))
+    u = ew.sub(x, one)
+    near = ew.lt(ew.abs(u), _const(x, 1 / 64))
+    us = _safe(near, u, 0)
+    p = _const(x, -1 / 10)
+    for k in range(8, -1, -1):
+        p = ew.add(_const(x, (-1) ** k / (k + 1)), ew.mul(us, p))
+    xf = ew.select(near, full_like(x, 2), x)
+    far = ew.div(ew.log(xf), ew.sub(one, xf))
+    return ew.select(near, ew.neg(p), far)
+
+
+def _spence_jvp(g, x):
+    return ew.mul(g, _log_over_one_minus(x))
 
 
 spence_p = standard_unop("spence", _kernel_impl("spence"), _float)

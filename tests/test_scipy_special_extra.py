@@ -229,6 +229,41 @@ def test_closed_form_derivatives():
         tracer.grad(tss.expn)(2.0, 1.0)
 
 
+def _spence_derivatives(x):
+    """spence'(x) = log(x)/(1 - x) and its next two derivatives, by their closed forms in
+    150-digit decimals (each loses digits to cancellation next to 1, the decimals do not
+    run out)."""
+    from decimal import Decimal, localcontext
+    with localcontext() as ctx:
+        ctx.prec = 150
+        X, one = Decimal(x), Decimal(1)
+        if X == one:
+            return -1.0, 0.5, -2 / 3
+        L = X.ln()
+        n = one / X - one + L
+        h2 = ((one / X - one / X ** 2) * (one - X) + 2 * n) / (one - X) ** 3
+        return float(L / (one - X)), float(n / (one - X) ** 2), float(h2)
+
+
+def test_spence_higher_derivatives_next_to_one():
+    """The second and third derivatives of spence at and next to x = 1, where its first
+    derivative log(x)/(1 - x) is 0/0: differentiating that quotient gave 0 at 1 and 2.0
+    at 1 - 2**-53 for the second (0.5 is right). Eager, jit and vmap, on both sides of
+    the point where the rule's series gives way to the quotient (|x - 1| = 1/64)."""
+    x = np.array([1 - 2 ** -53, 1.0, 1 + 2 ** -52, 1 - 1e-3, 1 + 1e-8, 1 - 0.0157, 1.0155,
+                  1.0157, 0.5, 2.0, 40.0])
+    want = np.array([_spence_derivatives(v) for v in x])
+    d1 = tracer.grad(tss.spence)
+    d2 = tracer.grad(d1)
+    d3 = tracer.grad(d2)
+    for k, d in enumerate((d1, d2, d3)):
+        rtol = (1e-15, 1e-13, 5e-12)[k]
+        np.testing.assert_allclose([float(d(v)) for v in x], want[:, k], rtol=rtol)
+        np.testing.assert_allclose(_np(tracer.jit(tracer.vmap(d))(x)), want[:, k], rtol=rtol)
+    assert float(d2(np.float32(1.0))) == 0.5 and float(d2(np.float32(1 - 2 ** -24))) == \
+        pytest.approx(0.5, rel=1e-6)
+
+
 def test_scipy_backed_values_and_grads():
     a, b, x = RNG.uniform(0.5, 3, 4), RNG.uniform(0.5, 3, 4), RNG.uniform(-3, 3, 4)
     np.testing.assert_array_equal(_np(tss.hyp1f1(a, b, x)), sps.hyp1f1(a, b, x))
