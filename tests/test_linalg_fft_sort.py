@@ -510,3 +510,27 @@ def test_multi_dot_multiplies_in_chain_order_whatever_the_cheapest_path(shapes):
         moved[k] = mats[k] + d.reshape(mats[k].shape)
         fd = (np.sum(np.linalg.multi_dot(moved)) - np.sum(want)) / eps
         assert abs(np.asarray(g[k]).ravel()[0] - fd) < 1e-4 * max(1, abs(fd))
+
+
+def test_multi_dot_bad_shapes_and_long_chains():
+    """Mismatched or wrong-rank arrays are errors naming multi_dot and the shapes given
+    (they used to surface as einsum's label errors); a chain longer than the alphabet
+    works and matches NumPy, vectors at both ends included."""
+    for arrays, match in [
+            ([np.ones((2, 3)), np.ones((4, 5)), np.ones((5, 2))],
+             r"multi_dot: the last dimension of each array must match.*\[\(2, 3\), \(4, 5\), "
+             r"\(5, 2\)\]"),
+            ([np.ones(3), np.ones((4, 2))], r"multi_dot: .*\[\(3,\), \(4, 2\)\]"),
+            ([np.ones(3), np.ones((3, 3, 3)), np.ones(3)],
+             r"multi_dot: the first and last arrays must be 1-D or 2-D"),
+            ([np.ones((2, 2))], r"multi_dot: need at least two arrays")]:
+        with pytest.raises(ValueError, match=match):
+            tla.multi_dot(arrays)
+        with pytest.raises(ValueError, match=match):
+            tracer.jit(tla.multi_dot)(arrays)
+    rs = np.random.RandomState(1)
+    mats = [rs.randn(3, 3) / 2 for _ in range(30)]
+    v = rs.randn(3)
+    for chain in (mats, [v] + mats + [v]):
+        np.testing.assert_allclose(np.asarray(tla.multi_dot(chain)), np.linalg.multi_dot(chain),
+                                   rtol=1e-10, atol=1e-14)

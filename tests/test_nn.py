@@ -353,3 +353,42 @@ def test_logsumexp_where_masked_infinite_entries_have_zero_derivatives():
         np.testing.assert_allclose(
             tracer.vmap(tracer.grad(lambda t: nn.logsumexp(t, where=mk)))(xs), [want] * 2,
             atol=1e-8)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda x: nn.softmax(x, where=np.ones((2, 3))),
+     r"nn\.softmax: where must be None or a boolean array; got f64\[2,3\].*mask != 0"),
+    (lambda x: nn.log_softmax(x, where=np.ones((2, 3), np.int32)),
+     r"nn\.log_softmax: where must be None or a boolean array; got i32\[2,3\]"),
+    (lambda x: nn.logsumexp(x, where=np.ones((2, 3))),
+     r"logsumexp: where must be None or a boolean array"),
+    (lambda x: nn.softmax(x, where=np.ones(4, bool)),
+     r"nn\.softmax: where of shape \(4,\) does not broadcast to the input's shape \(2, 3\)"),
+    (lambda x: nn.log_softmax(x, axis=0, where=np.ones((3, 3), bool)),
+     r"nn\.log_softmax: where of shape \(3, 3\) does not broadcast"),
+    (lambda x: nn.logsumexp(x, b=np.ones(4)),
+     r"logsumexp: b of shape \(4,\) does not broadcast with a of shape \(2, 3\)"),
+])
+def test_masks_and_weights_of_the_wrong_kind_are_errors_naming_the_function(call, match):
+    """As JAX: a mask must be boolean and broadcast to the input (a float mask used to
+    fail inside select_n, a wrong shape inside broadcast_to, without naming the function
+    called). Under jit and vmap too."""
+    x = np.arange(6.0).reshape(2, 3)
+    with pytest.raises(ValueError, match=match):
+        call(x)
+    with pytest.raises(ValueError, match=match):
+        tracer.jit(call)(x)
+    with pytest.raises(ValueError, match=match):
+        tracer.vmap(call)(np.stack([x, x]))
+
+
+def test_a_mask_that_broadcasts_and_complex_softmax():
+    x = np.array([[1.0, 2.0, 3.0], [0.0, -1.0, 5.0]])
+    w = np.array([True, False, True])
+    got = np.asarray(nn.softmax(x, where=w))
+    e = np.exp(x[:, [0, 2]] - x[:, [0, 2]].max(1, keepdims=True))
+    want = np.zeros_like(x)
+    want[:, [0, 2]] = e / e.sum(1, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-15)
+    with pytest.raises(TypeError, match=r"nn\.softmax: complex input \(c128\[2,3\]\)"):
+        nn.softmax(x.astype(complex))

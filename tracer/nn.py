@@ -82,7 +82,9 @@ def relu6(x):
 
 
 def sigmoid(x):
-    """1 / (1 + exp(-x)) (``jax.nn.sigmoid``, lax.logistic)."""
+    """1 / (1 + exp(-x)) (``jax.nn.sigmoid``, lax.logistic). Integer and bool inputs are
+    promoted to the default float dtype, as NumPy-style functions do (JAX raises
+    TypeError for them)."""
     return lax.logistic(_x("sigmoid", x))
 
 
@@ -240,12 +242,32 @@ def _axes(axis, nd, fname):
     return canonicalize_axis_tuple(axis, nd, fname)
 
 
+def _where(name, where, x):
+    """``where`` as a boolean operand of ``x``'s shape, or None. Raises ValueError (as
+    JAX) for a mask that is not boolean or does not broadcast to ``x``."""
+    if where is None:
+        return None
+    from tracer.numpy.manipulation import broadcast_to
+    w = as_operand(where)
+    wa, shape = get_aval(w), get_aval(x).shape
+    if wa.dtype != np.bool_:
+        raise ValueError(f"{name}: where must be None or a boolean array; got "
+                         f"{wa.str_short()} (a mask of numbers: pass where=(mask != 0))")
+    try:
+        ok = np.broadcast_shapes(wa.shape, shape) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{name}: where of shape {wa.shape} does not broadcast to the "
+                         f"input's shape {shape}")
+    return broadcast_to(w, shape)
+
+
 def _masked(x, where, fill):
+    """``x`` with ``fill`` where the mask (from ``_where``) is False."""
     if where is None:
         return x
-    from tracer.numpy.manipulation import broadcast_to
-    w = broadcast_to(as_operand(where), get_aval(x).shape)
-    return lax.select(w, x, lax.full_like(x, fill))
+    return lax.select(where, x, lax.full_like(x, fill))
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
@@ -256,6 +278,11 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
     a = _x("logsumexp", a)
     if b is not None:
         a, b = promote_dtypes_inexact(a, b)
+        try:
+            np.broadcast_shapes(get_aval(a).shape, get_aval(b).shape)
+        except ValueError:
+            raise ValueError(f"logsumexp: b of shape {get_aval(b).shape} does not "
+                             f"broadcast with a of shape {get_aval(a).shape}") from None
         from tracer.numpy.manipulation import broadcast_arrays
         a, b = broadcast_arrays(a, b)
         # terms weighted 0 take no part, not even in the shift (as JAX and SciPy): a
@@ -263,6 +290,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
         a = lax.select(lax.ne(b, lax.full_like(b, 0)), a, lax.full_like(a, -np.inf))
     nd = get_aval(a).ndim
     axes = _axes(axis, nd, "logsumexp")
+    where = _where("logsumexp", where, a)
     am = _masked(a, where, -np.inf)
     is_complex = dtypes.is_complex(get_aval(a).dtype)
     if is_complex:
@@ -319,11 +347,15 @@ def logmeanexp(x, axis=None, where=None, keepdims=False):
 
 def softmax(x, axis=-1, where=None, initial=None):
     """exp(x - max) / sum(exp(x - max)) over ``axis`` (``jax.nn.softmax``); entries
-    masked out by ``where`` are 0, and so are a row masked out entirely and its
-    derivatives (as JAX)."""
+    masked out by ``where`` (a boolean array that broadcasts to ``x``) are 0, and so are
+    a row masked out entirely and its derivatives (as JAX). Raises ValueError for a mask
+    that is not boolean or does not broadcast, TypeError for complex ``x`` (which JAX
+    accepts)."""
     x = _x("softmax", x)
     nd = get_aval(x).ndim
     axes = _axes(axis, nd, "softmax")
+    where = _where("nn.softmax", where, x)
+    _no_complex("nn.softmax", x)
     _, e, s = _shifted_exp_sum(x, axes, where)
     if where is not None:
         s = _masked_row_sum_safe(s)
@@ -349,6 +381,12 @@ def _shifted_exp_sum(x, axes, where):
     return shifted, e, _red.sum(e, axis=axes, keepdims=True)
 
 
+def _no_complex(name, x):
+    if dtypes.is_complex(get_aval(x).dtype):
+        raise TypeError(f"{name}: complex input ({get_aval(x).str_short()}) is not "
+                        f"supported; pass real numbers")
+
+
 def _masked_row_sum_safe(s):
     # A row masked out entirely sums to 0 (a row with an entry in sums to at least 1, or
     # NaN): 1 there keeps 0/0 and log(0) out of the values and the derivatives; the
@@ -359,10 +397,12 @@ def _masked_row_sum_safe(s):
 def log_softmax(x, axis=-1, where=None, initial=None):
     """x - logsumexp(x) over ``axis``, computed as (x - max) - log(sum(exp(x - max)))
     (``jax.nn.log_softmax``); entries masked out by ``where`` are -inf, with derivative 0
-    (a row masked out entirely too, as JAX)."""
+    (a row masked out entirely too, as JAX). Raises as ``softmax`` does."""
     x = _x("log_softmax", x)
     nd = get_aval(x).ndim
     axes = _axes(axis, nd, "log_softmax")
+    where = _where("nn.log_softmax", where, x)
+    _no_complex("nn.log_softmax", x)
     shifted, _, s = _shifted_exp_sum(x, axes, where)
     if where is not None:
         s = _masked_row_sum_safe(s)

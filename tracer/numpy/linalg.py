@@ -522,12 +522,21 @@ def multi_dot(arrays, *, precision=None):
         arrays[0] = lax.expand_dims(arrays[0], (0,))
     if last_vec:
         arrays[-1] = lax.expand_dims(arrays[-1], (1,))
+    shapes = [tuple(_aval(a).shape) for a in arrays]
+    given = [tuple(_aval(a).shape) for a in arrays]
+    given[0] = given[0][1:] if first_vec else given[0]
+    given[-1] = given[-1][:-1] if last_vec else given[-1]
+    if any(len(sh) != 2 for sh in shapes):
+        raise ValueError(f"multi_dot: the first and last arrays must be 1-D or 2-D and the "
+                         f"others 2-D; got array shapes {given}")
+    if any(a[1] != b[0] for a, b in zip(shapes, shapes[1:])):
+        raise ValueError(f"multi_dot: the last dimension of each array must match the first "
+                         f"dimension of the next; got array shapes {given}")
     import opt_einsum
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    subs = [letters[i] + letters[i + 1] for i in range(len(arrays))]
-    spec = ",".join(subs) + "->" + letters[0] + letters[len(arrays)]
-    _, path_info = opt_einsum.contract_path(spec, *[np.empty(_aval(a).shape, np.float32)
-                                                    for a in arrays], shapes=False)
+    sym = opt_einsum.get_symbol      # (any number of arrays: 26 letters would not do)
+    subs = [sym(i) + sym(i + 1) for i in range(len(arrays))]
+    spec = ",".join(subs) + "->" + sym(0) + sym(len(arrays))
+    _, path_info = opt_einsum.contract_path(spec, *shapes, shapes=True)
     # opt_einsum appends each product to the end of its operand list, so list order is
     # not chain order: each operand carries the first link of the chain it covers, and
     # the one that starts earlier is the left factor.
