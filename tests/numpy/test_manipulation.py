@@ -240,3 +240,28 @@ def test_shape_queries():
     assert tnp.can_cast(np.int8, np.int32) and not tnp.can_cast(np.float64, np.int8)
     with pytest.raises(ValueError, match="broadcast"):
         tnp.broadcast_shapes((2,), (3,))
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (6, -1), (24,), (2, 3, 4), (3, 2, 4), (1, 24, 1)])
+def test_reshape_in_fortran_order(shape):
+    """order='F' as NumPy: eager, jit, the Array method, ravel and flatten; its gradient
+    is the cotangent reshaped back in F order; vmap maps it per example."""
+    want = np.reshape(X, shape, order="F")
+    np.testing.assert_array_equal(np.asarray(tnp.reshape(X, shape, order="F")), want)
+    np.testing.assert_array_equal(
+        np.asarray(tracer.jit(lambda x: tnp.reshape(x, shape, order="F"))(X)), want)
+    np.testing.assert_array_equal(np.asarray(tnp.asarray(X).reshape(shape, order="F")), want)
+    w = np.arange(24.0).reshape(want.shape) ** 2
+    g = tracer.grad(lambda x: (tnp.reshape(x, shape, order="F") * w).sum())(X)
+    np.testing.assert_array_equal(np.asarray(g), np.reshape(w, X.shape, order="F"))
+    per = tracer.vmap(lambda x: tnp.reshape(x, (4, 3), order="F"))(X)
+    np.testing.assert_array_equal(np.asarray(per), [np.reshape(x, (4, 3), order="F") for x in X])
+    np.testing.assert_array_equal(np.asarray(tnp.ravel(X, order="F")), np.ravel(X, order="F"))
+    np.testing.assert_array_equal(np.asarray(tnp.asarray(X).flatten(order="F")),
+                                  X.flatten(order="F"))
+
+
+def test_reshape_orders_without_a_layout_are_not_supported():
+    for order in ("A", "K"):
+        with pytest.raises(NotImplementedError, match=f"reshape: order='{order}'"):
+            tnp.reshape(X, (24,), order=order)

@@ -25,11 +25,15 @@ def _aval(x):
 
 
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
-    """``numpy.reshape`` (one dimension may be -1). Only C order is supported."""
+    """``numpy.reshape`` (one dimension may be -1), in C (row-major) or F (column-major)
+    index order: F reads and writes the elements with the first index changing fastest,
+    as ``transpose(reshape(transpose(a), shape[::-1]))``. order='A' raises
+    NotImplementedError (as JAX: arrays have no memory layout to follow)."""
     if shape is None:
         shape = newshape
-    if order != "C":
-        raise NotImplementedError("reshape: only order='C' is supported")
+    if order not in ("C", "F"):
+        raise NotImplementedError(f"reshape: order={order!r} is not supported; use 'C' or "
+                                  f"'F'")
     a = as_operand(a, "reshape")
     size = _aval(a).size
     if isinstance(shape, (int, np.integer)):
@@ -47,6 +51,8 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
         raise ValueError(f"cannot reshape array of shape {_aval(a).shape} (size {size}) into "
                          f"shape {tuple(shape)}")
     shape = tuple(shape)
+    if order == "F":
+        return transpose(reshape(transpose(a), shape[::-1]))
     if shape != _aval(a).shape:     # (lax.reshape's bind, at once for a concrete Array)
         out = eager_unary(lax.reshape_p, a, {"new_sizes": shape, "dimensions": None})
         if out is not None:
@@ -55,7 +61,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
 
 
 def ravel(a, order="C"):
-    """The flattened array (``numpy.ravel``; C order)."""
+    """The flattened array (``numpy.ravel``) in C or F order (``reshape``)."""
     a = as_operand(a, "ravel")
     return reshape(a, (_aval(a).size,), order)
 
