@@ -534,3 +534,34 @@ def test_multi_dot_bad_shapes_and_long_chains():
     for chain in (mats, [v] + mats + [v]):
         np.testing.assert_allclose(np.asarray(tla.multi_dot(chain)), np.linalg.multi_dot(chain),
                                    rtol=1e-10, atol=1e-14)
+
+
+def test_lu_solve_with_traced_pivots_under_vmap_and_jit():
+    """lu_solve on a factorization that is not concrete (vmap over matrices, jit over the
+    factors, grad through both): the pivots' permutation is built in the program, with
+    SciPy's answer; a pivot table that swaps a row back and forth (repeated pivots) too."""
+    rng = np.random.default_rng(3)
+    A, b, B = rng.normal(size=(4, 5, 5)), rng.normal(size=(4, 5)), rng.normal(size=(4, 5, 2))
+    for trans in (0, 1, 2):
+        f = lambda a, v: tsl.lu_solve(tsl.lu_factor(a), v, trans=trans)   # noqa: E731
+        for rhs in (b, B):
+            want = np.stack([sla.lu_solve(sla.lu_factor(a), v, trans=trans)
+                             for a, v in zip(A, rhs)])
+            np.testing.assert_allclose(np.asarray(tracer.vmap(f)(A, rhs)), want, rtol=1e-12,
+                                       atol=1e-13)
+            np.testing.assert_allclose(np.asarray(tracer.jit(tracer.vmap(f))(A, rhs)), want,
+                                       rtol=1e-12, atol=1e-13)
+    lu, piv = sla.lu_factor(A[0])
+    solve = tracer.jit(lambda l, p, v: tsl.lu_solve((l, p), v))
+    np.testing.assert_allclose(np.asarray(solve(lu, piv, b[0])), sla.lu_solve((lu, piv), b[0]),
+                               rtol=1e-12)
+    # repeated and identity pivots: rows 0 <-> 2, then 1 <-> 2, then 2 stays
+    lu3, piv3 = np.triu(rng.normal(size=(3, 3))) + 3 * np.eye(3), np.array([2, 2, 2], np.int32)
+    want = sla.lu_solve((lu3, piv3), b[0, :3])
+    np.testing.assert_allclose(np.asarray(solve(lu3, piv3, b[0, :3])), want, rtol=1e-12)
+    loss = lambda a: tracer.vmap(lambda x, v: tsl.lu_solve(tsl.lu_factor(x), v))(a, b).sum()
+    g = np.asarray(tracer.grad(loss)(A))
+    E = np.zeros_like(A)
+    E[1, 2, 3] = 1e-6
+    fd = (float(loss(A + E)) - float(loss(A - E))) / 2e-6
+    np.testing.assert_allclose(g[1, 2, 3], fd, rtol=1e-6)

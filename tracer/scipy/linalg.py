@@ -103,10 +103,11 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
 
 
 def _perm_from_pivots(piv, n):
+    """The row permutation (int32, shape ``piv.shape[:-1] + (n,)``) that LAPACK's pivots
+    (row i swapped with row piv[i], in order) make."""
     pv = concrete_value(piv)
     if pv is None:
-        raise NotImplementedError("lu_solve: traced pivots are not supported yet; factor and "
-                                  "solve inside the same function with tracer.numpy.linalg.solve")
+        return _traced_perm_from_pivots(as_operand(piv), n)
     batch = pv.shape[:-1]
     flat = pv.reshape(-1, pv.shape[-1])
     perms = np.tile(np.arange(n, dtype=np.int32), (flat.shape[0], 1))
@@ -115,6 +116,28 @@ def _perm_from_pivots(piv, n):
             perms[r, i], perms[r, p] = perms[r, p], perms[r, i]
     from tracer.core import Array
     return Array(perms.reshape(batch + (n,)))
+
+
+def _traced_perm_from_pivots(piv, n):
+    # The swaps in a fori_loop over pivots known only when the program runs (under jit,
+    # or vmap of a lu_factor result): each swap selects by comparing with an iota.
+    pa = _aval(piv)
+    shape = pa.shape[:-1] + (n,)
+    iota = lax.broadcasted_iota(dtypes.int32, shape, len(shape) - 1)
+    piv = lax.convert_element_type(piv, dtypes.int32)
+    nd = len(shape)
+
+    def swap(i, perm):
+        p = lax.expand_dims(lax.dynamic_index_in_dim(piv, i, nd - 1, keepdims=False), (nd - 1,))
+        at_i = lax.eq(iota, lax.full_like(iota, i))
+        at_p = lax.eq(iota, lax.broadcast_in_dim(p, shape, tuple(range(nd))))
+        zero = lax.full_like(perm, 0)
+        pi = lax.reduce_sum(lax.select(at_i, perm, zero), (nd - 1,))
+        pp = lax.reduce_sum(lax.select(at_p, perm, zero), (nd - 1,))
+        bcast = lambda v: lax.broadcast_in_dim(v, shape, tuple(range(nd - 1)))  # noqa: E731
+        return lax.select(at_i, bcast(pp), lax.select(at_p, bcast(pi), perm))
+
+    return lax.fori_loop(0, pa.shape[-1], swap, iota)
 
 
 def lu(a, permute_l=False, overwrite_a=False, check_finite=True):
