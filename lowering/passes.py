@@ -130,9 +130,11 @@ def dce(closed: ClosedJaxpr) -> ClosedJaxpr:
 # ------------------------------------------- CSE -------------------------------------------
 
 def _atom_key(a):
+    # (a literal's weak_type only steered promotion while tracing: the equation's output
+    # avals, in the key beside it, hold the outcome, and the operand's value is the same)
     if isinstance(a, Literal):
         v = np.asarray(a.val)
-        return ("lit", dtypes.dtype_key(v.dtype), v.tobytes(), a.aval.weak_type)
+        return ("lit", dtypes.dtype_key(v.dtype), v.tobytes())
     return ("var", id(a))
 
 

@@ -49,6 +49,26 @@ def test_dce_and_cse():
     same_values(closed, out, [X])
 
 
+def test_cse_merges_equations_whose_literals_differ_in_weak_type_only():
+    """1 - s from user code (a weak literal) and 1 - s from a derivative rule (a strong
+    float32 literal) are one equation: the outputs' avals are equal, the values too. A
+    literal of another dtype or value, or an output of another weak type, is not merged."""
+    s = np.linspace(0.1, 0.9, 4).astype(np.float32)
+
+    def f(x):
+        one = lax.full((), 1.0, np.float32)
+        return (1.0 - x) * 2.0, lax.sub(one, x) * 3.0, (2.0 - x) * 4.0, (1.0 - x) * 5.0
+
+    closed = closed_of(f, s)
+    subs = [e for e in closed.jaxpr.eqns if e.primitive.name == "sub"]
+    assert {e.invars[0].aval.weak_type for e in subs[:2]} == {True, False}
+    out = passes.cse(closed)
+    assert prims(out).count("sub") == 2
+    same_values(closed, out, [s])
+    w = closed_of(lambda x: (1.0 - x, lax.full((), 1.0, np.float64) - x), 0.5)
+    assert prims(passes.cse(w)).count("sub") == 2     # (a weak and a strong result)
+
+
 def test_effectful_equations_are_neither_removed_nor_merged():
     # rng_uniform is effectful (partial_eval.effectful_primitives, the one registry): two
     # draws stay two under jit, and an unused one is still drawn
