@@ -153,8 +153,11 @@ def _cholesky_jvp(primals, tangents):
     L = cholesky_p.bind(x)
     if type(g) is Zero:
         return [L], [Zero.from_primal_value(L)]
-    # dL = L Phi(L^-1 dA L^-H), Phi = lower triangle with the diagonal halved.
-    sym = ew.div(ew.add(g, _H(g)), shapes.full((), 2, get_aval(g).dtype))
+    # dL = L Phi(L^-1 dA L^-H), Phi = lower triangle with the diagonal halved, where dA is
+    # the Hermitian matrix of the tangent's lower triangle: the impl reads that triangle
+    # only (as LAPACK), so a tangent in the upper one changes nothing (with
+    # ``symmetrize_input`` the tangent arrives Hermitian and this is the identity).
+    sym = ew.add(_tril(g), _H(_tril(g, -1)))
     tmp = triangular_solve(L, sym, left_side=False, lower=True, transpose_a=True,
                            conjugate_a=True)
     inner = triangular_solve(L, tmp, left_side=True, lower=True)

@@ -565,3 +565,37 @@ def test_lu_solve_with_traced_pivots_under_vmap_and_jit():
     E[1, 2, 3] = 1e-6
     fd = (float(loss(A + E)) - float(loss(A - E))) / 2e-6
     np.testing.assert_allclose(g[1, 2, 3], fd, rtol=1e-6)
+
+
+@pytest.mark.parametrize("lower", [False, True])
+def test_scipy_cholesky_reads_one_triangle_and_its_gradient_too(lower):
+    """As SciPy (LAPACK's potrf), scipy.linalg.cholesky and cho_factor read only the
+    triangle ``lower`` names: garbage in the other changes nothing (it was symmetrized in,
+    a silently different factor), and the gradient of cho_solve's answer matches finite
+    differences in every entry (0 in the unread triangle; it was symmetrized). NumPy's
+    cholesky keeps symmetrizing, as jax.numpy does, and its gradient matches too."""
+    rng = np.random.default_rng(4)
+    M = rng.normal(size=(4, 4))
+    P, b = M @ M.T + 4 * np.eye(4), rng.normal(size=4)
+    Q = P.copy()
+    junk = (np.triu_indices(4, 1) if lower else np.tril_indices(4, -1))
+    Q[junk] = rng.normal(size=len(junk[0])) * 50
+    c = np.asarray(tsl.cho_factor(Q, lower=lower)[0])
+    tri = np.tril if lower else np.triu
+    np.testing.assert_allclose(tri(c), tri(sla.cho_factor(Q, lower=lower)[0]), rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(tsl.cholesky(Q, lower=lower)),
+                               sla.cholesky(Q, lower=lower), rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(tsl.cho_solve(tsl.cho_factor(Q, lower=lower), b)),
+                               sla.cho_solve(sla.cho_factor(Q, lower=lower), b), rtol=1e-12)
+    for f in (lambda p: tsl.cho_solve(tsl.cho_factor(p, lower=lower), b).sum(),
+              lambda p: (tnp.linalg.cholesky(p) * np.arange(16.0).reshape(4, 4)).sum()):
+        g = np.asarray(tracer.jit(tracer.grad(f))(P))
+        fd = np.zeros_like(P)
+        for i in range(4):
+            for j in range(4):
+                E = np.zeros_like(P)
+                E[i, j] = 1e-6
+                fd[i, j] = (float(f(P + E)) - float(f(P - E))) / 2e-6
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-9)
+    g = np.asarray(tracer.grad(lambda p: tsl.cho_solve(tsl.cho_factor(p, lower=lower), b).sum())(P))
+    assert not np.any(g[junk])

@@ -26,8 +26,13 @@ def _inexact(*xs):
 
 
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
-    """``scipy.linalg.cholesky``: the upper factor by default (``lower=True``: lower)."""
-    return _la.cholesky(a, upper=not lower)
+    """``scipy.linalg.cholesky``: the upper factor U (a = U^H U) by default, the lower L
+    (a = L L^H) with ``lower=True``. As SciPy (LAPACK's potrf) and JAX, only the triangle
+    named by ``lower`` is read, and a derivative reaches that triangle only;
+    ``numpy.linalg.cholesky`` symmetrizes instead (as ``jax.numpy``). NaNs where ``a``
+    is not positive definite."""
+    (a,) = _inexact(a)
+    return _la.cholesky(a if lower else _la._H(a), upper=not lower, symmetrize_input=False)
 
 
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
