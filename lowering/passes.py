@@ -165,7 +165,9 @@ def cse(closed: ClosedJaxpr) -> ClosedJaxpr:
             continue
         new = JaxprEqn(eqn.primitive, invars, eqn.params, eqn.outvars)
         eqns.append(new)
-        if key is not None:
+        if key is not None and not any(type(v) is DropVar for v in eqn.outvars):
+            # (an equation with a dropped output cannot stand in for a later one whose
+            # same output is read)
             seen[key] = eqn.outvars
     outvars = [read(a) for a in jaxpr.outvars]
     return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, outvars), closed.consts)

@@ -594,3 +594,24 @@ def test_loop_bodies_are_optimized_before_their_caller():
         dn[k][i, j] -= eps
         fd = (float(_gru_loss(up, xs, ys)) - float(_gru_loss(dn, xs, ys))) / (2 * eps)
         np.testing.assert_allclose(float(np.asarray(g1[k])[i, j]), fd, rtol=1e-6, atol=1e-9)
+
+
+def test_cse_keeps_an_equation_whose_twin_dropped_the_output_it_reads():
+    """Two equal multi-output equations, the first with its first output dropped (as
+    partial evaluation leaves them) and the second's first output read: CSE must not
+    map the read output onto the dropped one."""
+    from tracer.jaxpr import ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Var
+    from tracer.core import ShapedArray
+    aval = ShapedArray((4,), np.dtype(np.float64))
+    k, v = Var(aval), Var(aval)
+    a1, b1, a2, b2 = Var(aval), Var(aval), Var(aval), Var(aval)
+    params = dict(dimension=0, is_stable=True, num_keys=1)
+    e1 = JaxprEqn(lax.sort_p, [k, v], params, [DropVar(aval), b1])
+    e2 = JaxprEqn(lax.sort_p, [k, v], params, [a2, b2])
+    closed = ClosedJaxpr(Jaxpr([], [k, v], [e1, e2], [b1, a2]), [])
+    out = passes.cse(closed)
+    assert all(type(o) is not DropVar for o in out.jaxpr.outvars)
+    x, y = np.array([3.0, 1.0, 2.0, 0.5]), np.array([1.0, 2.0, 3.0, 4.0])
+    got = eval_jaxpr(out.jaxpr, out.consts, x, y)
+    np.testing.assert_array_equal(np.asarray(got[0]), y[np.argsort(x)])
+    np.testing.assert_array_equal(np.asarray(got[1]), np.sort(x))
