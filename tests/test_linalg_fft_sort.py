@@ -599,3 +599,32 @@ def test_scipy_cholesky_reads_one_triangle_and_its_gradient_too(lower):
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-9)
     g = np.asarray(tracer.grad(lambda p: tsl.cho_solve(tsl.cho_factor(p, lower=lower), b).sum())(P))
     assert not np.any(g[junk])
+
+
+def test_trans_values_and_empty_chains():
+    """lu_solve took any trans but 0 as a transposed solve, so trans='N' solved A^T x = b
+    silently; solve_triangular took unknown values as no transpose. Both now take
+    0/'N', 1/'T', 2/'C' and raise ValueError naming themselves otherwise. multi_dot of a
+    chain with an empty dimension (opt_einsum then pairs operands that are not
+    neighbours) gives NumPy's zeros."""
+    rng = np.random.default_rng(5)
+    A, b = rng.normal(size=(4, 4)) + 4 * np.eye(4), rng.normal(size=4)
+    for t, m in ((0, A), ("N", A), (1, A.T), ("T", A.T), (2, A.T), ("C", A.T)):
+        np.testing.assert_allclose(m @ np.asarray(tsl.lu_solve(tsl.lu_factor(A), b, trans=t)),
+                                   b, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            np.asarray(tsl.solve_triangular(np.triu(A), b, trans=t)),
+            sla.solve_triangular(np.triu(A), b, trans=t), rtol=1e-12)
+    for t in (3, -1, "X", 1.5, True):
+        with pytest.raises(ValueError, match="lu_solve: trans must be"):
+            tsl.lu_solve(tsl.lu_factor(A), b, trans=t)
+        with pytest.raises(ValueError, match="solve_triangular: trans must be"):
+            tsl.solve_triangular(np.triu(A), b, trans=t)
+    for chain in ([np.ones((2, 0)), np.ones((0, 3)), np.ones((3, 2))],
+                  [np.ones(0), np.ones((0, 3)), np.ones((3, 2))],
+                  [np.ones((2, 3)), np.ones((3, 0)), np.ones((0, 2))]):
+        want = np.linalg.multi_dot(chain)
+        for f in (tla.multi_dot, tracer.jit(tla.multi_dot)):
+            got = np.asarray(f(chain))
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(got, want)

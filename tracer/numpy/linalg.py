@@ -532,6 +532,13 @@ def multi_dot(arrays, *, precision=None):
     if any(a[1] != b[0] for a, b in zip(shapes, shapes[1:])):
         raise ValueError(f"multi_dot: the last dimension of each array must match the first "
                          f"dimension of the next; got array shapes {given}")
+    if any(0 in sh for sh in shapes):
+        # (every product of a chain with an empty dimension costs nothing, and opt_einsum
+        # then pairs operands that are not neighbours: left to right instead)
+        out = arrays[0]
+        for a in arrays[1:]:
+            out = _mm(out, a)
+        return _unexpand(out, first_vec, last_vec)
     import opt_einsum
     sym = opt_einsum.get_symbol      # (any number of arrays: 26 letters would not do)
     subs = [sym(i) + sym(i + 1) for i in range(len(arrays))]
@@ -545,7 +552,10 @@ def multi_dot(arrays, *, precision=None):
         inds = sorted(contraction[0], reverse=True)
         (lo, left), (_, right) = sorted((ops.pop(i) for i in inds), key=lambda o: o[0])
         ops.append((lo, _mm(left, right)))
-    out = ops[0][1]
+    return _unexpand(ops[0][1], first_vec, last_vec)
+
+
+def _unexpand(out, first_vec, last_vec):
     if first_vec:
         out = out[0]
     if last_vec:

@@ -32,6 +32,7 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     ``numpy.linalg.cholesky`` symmetrizes instead (as ``jax.numpy``). NaNs where ``a``
     is not positive definite."""
     (a,) = _inexact(a)
+    _la._check_square("cholesky", a)
     return _la.cholesky(a if lower else _la._H(a), upper=not lower, symmetrize_input=False)
 
 
@@ -58,11 +59,20 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     return x[..., 0] if vec else x
 
 
+def _trans(name, trans):
+    """0, 1 or 2 for ``trans`` given as 0/'N', 1/'T', 2/'C'; ValueError otherwise."""
+    t = {"N": 0, "T": 1, "C": 2}.get(trans, trans) if isinstance(trans, str) else trans
+    if isinstance(t, (bool, np.bool_)) or t not in (0, 1, 2) or \
+            not isinstance(t, (int, np.integer)):
+        raise ValueError(f"{name}: trans must be 0/'N', 1/'T' or 2/'C'; got {trans!r}")
+    return int(t)
+
+
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                      debug=None, check_finite=True):
     """``scipy.linalg.solve_triangular``: trans 0/'N', 1/'T', 2/'C'."""
     a, b = _inexact(a, b)
-    trans = {"N": 0, "T": 1, "C": 2}.get(trans, trans)
+    trans = _trans("solve_triangular", trans)
     vec = _aval(b).ndim == _aval(a).ndim - 1
     if vec:
         b = lax.expand_dims(b, (_aval(b).ndim,))
@@ -80,7 +90,9 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
 
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
-    """Solve a x = b (trans=0), a^T x = b (1) or a^H x = b (2) from ``lu_factor``."""
+    """Solve a x = b (trans=0 or 'N'), a^T x = b (1, 'T') or a^H x = b (2, 'C') from
+    ``lu_factor``. Raises ValueError for any other ``trans``."""
+    trans = _trans("lu_solve", trans)
     lu_, piv = lu_and_piv
     lu_, b = _inexact(lu_, b)
     n = _aval(lu_).shape[-1]
