@@ -30,6 +30,7 @@ from lowering import fusion, passes, schedule, verify
 from lowering.ir import Program
 from tracer.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn
 
+
 def optimize_subjaxprs(closed: ClosedJaxpr) -> ClosedJaxpr:
     """The bodies and branches of scan, while and cond equations through ``optimize``
     before their caller's passes: ``hoist_scan_products`` then reads a body's
