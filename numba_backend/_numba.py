@@ -30,7 +30,8 @@ def import_numba():
     # imports as ``import yaml``: that statement reads the module's ``__spec__``, which
     # runs a lazy module at once.)
     _lazy_module("importlib.metadata")
-    import numba  # noqa: F401
+    with _skipped_imports():
+        import numba  # noqa: F401
     from numba.core import cpu
     cls = cpu.CPUContext
     if getattr(cls.load_additional_registries, "_tracer", False):
@@ -43,6 +44,39 @@ def import_numba():
 
     load_additional_registries._tracer = True
     cls.load_additional_registries = load_additional_registries
+
+
+class _skipped_imports:
+    """A context in which this thread's ``import scipy`` and ``import yaml`` fail, as if
+    neither were installed (other threads import them as usual).
+
+    Numba's ``__init__`` imports SciPy only to check that its version is at least 1.0
+    (this package requires 1.10) and its config imports PyYAML only to read a
+    ``.numba_config.yaml`` in the working directory: 0.02 s of a warm program's start
+    for two imports it never uses otherwise. With such a file there, PyYAML is imported
+    as usual. A module imported already is left alone."""
+
+    def __enter__(self):
+        import threading
+        self.thread = threading.get_ident()
+        self.names = {n for n in ("scipy", "yaml") if n not in _sys.modules}
+        if _os.path.isfile(".numba_config.yaml"):
+            self.names.discard("yaml")
+        _sys.meta_path.insert(0, self)
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            _sys.meta_path.remove(self)
+        except ValueError:
+            pass
+
+    def find_spec(self, name, path=None, target=None):
+        import threading
+        if name in self.names and threading.get_ident() == self.thread:
+            raise ModuleNotFoundError(f"No module named {name!r} (skipped while Numba "
+                                      "imports)", name=name)
+        return None
 
 
 def _lazy_module(name: str) -> None:
@@ -139,6 +173,70 @@ def _register_nrt_symbols():
     _nrt_symbols_registered.append(True)
 
 
+def _rebuild_env_without_import(modname, consts, env_name):
+    """``numba.core.environment._rebuild_env``, which a cached function's pickled
+    environments call, without importing a Numba module that is not imported yet.
+
+    Every function a kernel inlines from Numba's own implementation modules (``np.empty``
+    from ``numba.np.arrayobj``, integer arithmetic from ``numba.cpython.numbers``) carries
+    an environment whose globals are its module's: rebuilding one imports the module,
+    0.02 s of a warm program's first call for ``arrayobj`` and the unicode and charseq
+    modules it imports, where the loaded code never reads those globals (only
+    object-mode code does, and Numba's implementations are nopython). Such an environment
+    gets the module's name alone; it is shared through Numba's memo like any other, and a
+    compile that needs the module imports it as usual."""
+    from numba.core import environment as env_mod
+    env = env_mod.lookup_environment(env_name)
+    if env is not None or consts or not isinstance(modname, str) \
+            or not modname.startswith("numba.") or modname in _sys.modules:
+        return _numba_rebuild_env(modname, consts, env_name)
+    env = env_mod.Environment({"__name__": modname})
+    env.env_name = env_name
+    env_mod.Environment._memo[env_name] = env
+    return env
+
+
+_numba_rebuild_env = None
+
+
+def _typeof_ndarray_without_numpy_ma(val, c):
+    """Numba's ``typeof`` of an ndarray, which a dispatcher asks once per array type it
+    is first called with, without importing ``numpy.ma``: Numba's own rule rejects a
+    ``MaskedArray`` by reading ``np.ma``, and NumPy imports that package on first access
+    (0.02 s of a warm program's first call). No MaskedArray exists before ``numpy.ma`` is
+    imported; once it is, Numba's own rule runs."""
+    if "numpy.ma" in _sys.modules:
+        return _numba_typeof_ndarray(val, c)
+    from numba.core import errors, types
+    from numba.np import numpy_support
+    try:
+        dtype = numpy_support.from_dtype(val.dtype)
+    except errors.NumbaNotImplementedError:
+        raise errors.NumbaValueError(f"Unsupported array dtype: {val.dtype}")
+    return types.Array(dtype, val.ndim, numpy_support.map_layout(val),
+                       readonly=not val.flags.writeable)
+
+
+_numba_typeof_ndarray = None
+
+
+def _spare_warm_imports():
+    """Install ``_rebuild_env_without_import`` and ``_typeof_ndarray_without_numpy_ma``
+    (once; a Numba without those hooks keeps its own)."""
+    global _numba_rebuild_env, _numba_typeof_ndarray
+    import numpy as np
+    from numba.core import environment as env_mod
+    from numba.core.typing import typeof as typeof_mod
+    if _numba_rebuild_env is None and callable(getattr(env_mod, "_rebuild_env", None)):
+        _numba_rebuild_env = env_mod._rebuild_env
+        env_mod._rebuild_env = _rebuild_env_without_import
+    impl = getattr(typeof_mod, "typeof_impl", None)
+    if _numba_typeof_ndarray is None and impl is not None \
+            and getattr(typeof_mod, "_typeof_ndarray", None) is impl.dispatch(np.ndarray):
+        _numba_typeof_ndarray = typeof_mod._typeof_ndarray
+        impl.register(np.ndarray)(_typeof_ndarray_without_numpy_ma)
+
+
 def njit(**options):
     """``numba.njit`` with this package's defaults: no C-callable wrapper
     (``no_cfunc_wrapper``). Our compiled functions are called from Python through their
@@ -151,3 +249,4 @@ def njit(**options):
 
 import_numba()
 load_without_refresh()
+_spare_warm_imports()

@@ -336,3 +336,90 @@ def test_every_import_order_gives_the_same_packages(first, names_after_import_tr
             first, pkg, set(names[pkg]) ^ set(names_after_import_tracer[pkg]))
     assert {"grad", "jit", "vmap", "numpy", "random", "nn", "scipy", "lax",
             "custom_jvp"} <= set(names["tracer"])
+
+
+def test_a_warm_program_imports_no_module_its_loaded_kernels_never_run(tmp_path):
+    # numba_backend._numba: a program whose kernels all come from the disk cache imports
+    # neither the Numba modules its kernels inlined code from (their environments get
+    # the module's name alone) nor numpy.ma (Numba's typeof of an ndarray), nor SciPy and
+    # PyYAML (Numba's import-time version check and config file); its answers are the
+    # cold run's, bit for bit, and a later compile in that process still works
+    program = (
+        "import sys, numpy as np, tracer, tracer.numpy as jnp\n"
+        "x = np.linspace(-3.0, 2.0, 300).reshape(3, 100).astype(np.float32)\n"
+        "f = tracer.jit(lambda x: jnp.sum(jnp.exp(x - jnp.max(x, axis=1, keepdims=True)),"
+        " axis=1) * jnp.arange(3))\n"
+        "print(np.asarray(f(x)).tobytes().hex())\n")
+    cold = _run_python("import tracer\ntracer.config.update('jit_compile', 'sync')\n"
+                       + program, tmp_path)
+    warm = _run_python(
+        program
+        + "from numba_backend import cache\n"
+        "print(cache.stats['cache_loads'] > 0, cache.stats['compiled'])\n"
+        "print(*(m in sys.modules for m in ('numba.np.arrayobj', 'numba.cpython.numbers',"
+        " 'numpy.ma', 'scipy', 'yaml')))\n"
+        "tracer.config.update('jit_compile', 'sync')\n"
+        "g = tracer.jit(lambda x: jnp.cumsum(x[::-1] * 2.5, axis=1))\n"
+        "print(np.array_equal(np.asarray(g(x)), np.cumsum(x[::-1] * np.float32(2.5), axis=1)),"
+        " 'numba.np.arrayobj' in sys.modules)\n", tmp_path)
+    lines = warm.splitlines()
+    assert lines[0] == cold.strip(), (cold, warm)
+    assert lines[1:] == ["True 0", "False False False False False", "True True"], warm
+
+
+def test_typeof_of_an_ndarray_without_numpy_ma_is_numbas_own(tmp_path):
+    # numba_backend._numba._typeof_ndarray_without_numpy_ma: the same Numba type as
+    # Numba's own rule for every kind of array, without importing numpy.ma; once numpy.ma
+    # is imported, Numba's own rule runs again (a MaskedArray is rejected)
+    code = (
+        "import sys, numpy as np, numba_backend._numba as nb\n"
+        "from numba import typeof\n"
+        "a = np.arange(24.0).reshape(2, 3, 4)\n"
+        "ro = np.ones(3, np.int16); ro.flags.writeable = False\n"
+        "arrays = [a, a.T, a[:, ::2], np.asfortranarray(a), np.zeros((), np.bool_),\n"
+        "          np.zeros((0, 5), np.complex64), ro, np.broadcast_to(np.ones(2), (3, 2)),\n"
+        "          np.zeros(4, np.uint64), np.ones((1, 1), np.float16), np.zeros(2, object),\n"
+        "          np.zeros(2, 'U3'), np.zeros(2, 'M8[s]')]\n"
+        "ours = [typeof(v) for v in arrays]\n"
+        "print('numpy.ma' in sys.modules)\n"
+        "try:\n"
+        "    typeof(np.zeros(2, 'V8'))\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__)\n"
+        "theirs = [nb._numba_typeof_ndarray(v, None) for v in arrays]\n"
+        "print(ours == theirs, [t.mutable for t in ours[6:8]], ours[1].layout)\n"
+        "try:\n"
+        "    typeof(np.ma.masked_array([1.0, 2.0], mask=[0, 1]))\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__)\n")
+    out = _run_python(code, tmp_path)
+    assert out.splitlines() == ["False", "NumbaValueError", "True [False, False] F",
+                                "NumbaTypeError"], out
+
+
+def test_imports_skipped_while_numba_imports_fail_in_that_thread_only(tmp_path):
+    # numba_backend._numba._skipped_imports: the importing thread's `import scipy` fails
+    # as if SciPy were absent, another thread's succeeds, and so does a later one; PyYAML
+    # stays importable for Numba where a .numba_config.yaml asks for it
+    code = (
+        "import os, sys, threading\n"
+        "import numba_backend._numba as nb\n"
+        "sys.modules.pop('scipy', None)\n"
+        "got = []\n"
+        "with nb._skipped_imports() as s:\n"
+        "    try:\n"
+        "        import scipy\n"
+        "        got.append('imported')\n"
+        "    except ImportError:\n"
+        "        got.append('skipped')\n"
+        "    t = threading.Thread(target=lambda: got.append(__import__('scipy').__name__))\n"
+        "    t.start(); t.join()\n"
+        "import scipy.special\n"
+        "print(*got, scipy.special.erf(0.0) == 0.0, s in sys.meta_path)\n"
+        "os.chdir(sys.argv[1] if len(sys.argv) > 1 else '.')\n"
+        "open('.numba_config.yaml', 'w').close()\n"
+        "with nb._skipped_imports() as s:\n"
+        "    print('yaml' in s.names)\n")
+    code = code.replace("sys.argv[1] if len(sys.argv) > 1 else '.'", repr(str(tmp_path)))
+    out = _run_python(code, tmp_path)
+    assert out.splitlines() == ["skipped scipy True False", "False"], out
