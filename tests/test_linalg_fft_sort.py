@@ -1,5 +1,7 @@
 """Decompositions, solves, FFT and sorting: against NumPy/SciPy, reconstruction
 identities, check_grads with well-separated spectra, check_vmap, and edge cases."""
+import re
+
 import numpy as np
 import pytest
 import scipy.linalg as sla
@@ -628,3 +630,41 @@ def test_trans_values_and_empty_chains():
             got = np.asarray(f(chain))
             assert got.shape == want.shape
             np.testing.assert_array_equal(got, want)
+
+
+def test_solves_from_factors_check_b_against_the_factor():
+    """lu_solve, cho_solve and solve_triangular with a b of the wrong length (or wrong
+    batch dimensions) raised the errors of the matmul or triangular_solve inside them;
+    they raise SciPy's ValueError naming themselves and both shapes. Right shapes, batched
+    factors and vmap over them still give SciPy's answers."""
+    rng = np.random.default_rng(8)
+    A = rng.normal(size=(3, 3)) + 3 * np.eye(3)
+    S = A @ A.T
+    lu, cf = tsl.lu_factor(A), tsl.cho_factor(S)
+    solvers = (("lu_solve", "lu", lambda b: tsl.lu_solve(lu, b)),
+               ("cho_solve", "c", lambda b: tsl.cho_solve(cf, b)),
+               ("solve_triangular", "a", lambda b: tsl.solve_triangular(np.triu(A), b)))
+    for name, what, solve in solvers:
+        for b in (np.ones(4), np.ones((4, 2)), np.float64(1.0), np.ones((2, 3, 1))):
+            with pytest.raises(ValueError, match=rf"{name}: shapes of {what} \(3, 3\) and b "
+                                                 rf"{re.escape(str(b.shape))}"):
+                solve(b)
+            with pytest.raises(ValueError, match=f"{name}: shapes of {what}"):
+                tracer.jit(solve)(b)
+    for b in (rng.normal(size=3), rng.normal(size=(3, 2))):
+        np.testing.assert_allclose(np.asarray(tsl.lu_solve(lu, b)),
+                                   sla.lu_solve(sla.lu_factor(A), b), rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(tsl.cho_solve(cf, b)),
+                                   sla.cho_solve(sla.cho_factor(S), b), rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(tsl.solve_triangular(np.triu(A), b)),
+                                   sla.solve_triangular(np.triu(A), b), rtol=1e-12)
+    As = np.stack([A, 2 * A])
+    bs = rng.normal(size=(2, 3))
+    want = np.stack([np.linalg.solve(m, v) for m, v in zip(As, bs)])
+    np.testing.assert_allclose(np.asarray(tsl.lu_solve(tracer.vmap(tsl.lu_factor)(As), bs)),
+                               want, rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(tracer.vmap(lambda m, v: tsl.lu_solve(tsl.lu_factor(m), v))(As, bs)),
+        want, rtol=1e-12)
+    with pytest.raises(np.linalg.LinAlgError, match="lu_solve: expected square"):
+        tsl.lu_solve((np.ones((3, 4)), np.arange(3)), np.ones(3))

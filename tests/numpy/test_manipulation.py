@@ -262,6 +262,29 @@ def test_reshape_in_fortran_order(shape):
 
 
 def test_reshape_orders_without_a_layout_are_not_supported():
-    for order in ("A", "K"):
+    # NumPy reads order in any case and None as 'C'; 'A' and 'K' follow a memory layout
+    # an Array does not have (NotImplementedError naming the function, as JAX); unknown
+    # orders and reshape's 'K' are NumPy's ValueErrors
+    x = tnp.asarray(X)
+    for order in ("f", "F", "c", None):
+        for got, want in ((tnp.reshape(X, (4, 6), order=order), np.reshape(X, (4, 6), order=order)),
+                          (tnp.ravel(X, order=order), np.ravel(X, order=order)),
+                          (x.flatten(order=order), X.flatten(order=order)),
+                          (x.reshape((6, 4), order=order), X.reshape((6, 4), order=order))):
+            np.testing.assert_array_equal(np.asarray(got), want)
+    for order in ("A", "a", "K", "k"):
+        for name, fn in (("ravel", lambda: tnp.ravel(X, order=order)),
+                         ("flatten", lambda: x.flatten(order=order))):
+            with pytest.raises(NotImplementedError, match=f"{name}: order='{order}'"):
+                fn()
+    for order in ("A", "a"):
         with pytest.raises(NotImplementedError, match=f"reshape: order='{order}'"):
             tnp.reshape(X, (24,), order=order)
+    with pytest.raises(ValueError, match="reshape: order 'K' is not permitted"):
+        tnp.reshape(X, (24,), order="K")
+    for order in ("X", "", 1):
+        for name, fn in (("reshape", lambda: tnp.reshape(X, (24,), order=order)),
+                         ("ravel", lambda: tnp.ravel(X, order=order)),
+                         ("flatten", lambda: x.flatten(order=order))):
+            with pytest.raises(ValueError, match=f"{name}: order must be one of"):
+                fn()

@@ -90,7 +90,7 @@ def _imag(self):
 
 
 def _flatten(self, order="C"):
-    return manipulation.ravel(self, order)
+    return manipulation.reshape(self, (-1,), manipulation._index_order("flatten", order))
 
 
 def _bool_checked_item(self, *args):

@@ -24,16 +24,33 @@ def _aval(x):
     return get_aval(x)
 
 
+def _index_order(name, order):
+    """'C' or 'F' for NumPy's ``order`` argument, which NumPy reads case-insensitively,
+    with None meaning 'C'. ValueError for anything NumPy rejects (and for 'K' in
+    ``reshape``, as NumPy); NotImplementedError for 'A' and 'K', which follow an array's
+    memory layout: an Array has none (as JAX)."""
+    o = "C" if order is None else order
+    if not isinstance(o, str) or o.upper() not in ("C", "F", "A", "K"):
+        raise ValueError(f"{name}: order must be one of 'C', 'F', 'A', or 'K' (got "
+                         f"{order!r})")
+    o = o.upper()
+    if o == "K" and name == "reshape":
+        raise ValueError("reshape: order 'K' is not permitted for reshaping")
+    if o in ("A", "K"):
+        raise NotImplementedError(f"{name}: order={order!r} follows an array's memory "
+                                  f"layout, which an Array does not have; use 'C' or 'F'")
+    return o
+
+
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     """``numpy.reshape`` (one dimension may be -1), in C (row-major) or F (column-major)
     index order: F reads and writes the elements with the first index changing fastest,
-    as ``transpose(reshape(transpose(a), shape[::-1]))``. order='A' raises
-    NotImplementedError (as JAX: arrays have no memory layout to follow)."""
+    as ``transpose(reshape(transpose(a), shape[::-1]))``. ``order`` is read as NumPy reads
+    it (any case; None is 'C'); 'A' raises NotImplementedError (as JAX: arrays have no
+    memory layout to follow), 'K' and unknown orders ValueError (as NumPy)."""
     if shape is None:
         shape = newshape
-    if order not in ("C", "F"):
-        raise NotImplementedError(f"reshape: order={order!r} is not supported; use 'C' or "
-                                  f"'F'")
+    order = _index_order("reshape", order)
     a = as_operand(a, "reshape")
     size = _aval(a).size
     if isinstance(shape, (int, np.integer)):
@@ -61,7 +78,9 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
 
 
 def ravel(a, order="C"):
-    """The flattened array (``numpy.ravel``) in C or F order (``reshape``)."""
+    """The flattened array (``numpy.ravel``) in C or F order (``reshape``); 'A' and 'K'
+    raise NotImplementedError, unknown orders ValueError."""
+    order = _index_order("ravel", order)
     a = as_operand(a, "ravel")
     return reshape(a, (_aval(a).size,), order)
 

@@ -41,11 +41,34 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     return cholesky(a, lower=lower), lower
 
 
+def _rhs_is_vector(name, a, b, what):
+    """Whether ``b`` is a vector (shape (..., n)) rather than a matrix ((..., n, k)) for
+    the (..., n, n) matrix ``a`` (named ``what`` in errors), as SciPy tells them apart.
+    Raises LinAlgError for a non-square ``a`` and ValueError where ``b``'s length along
+    the solved dimension is not n (SciPy's errors; the underlying products and solves
+    would name themselves instead) or its batch dimensions are not ``a``'s (SciPy
+    broadcasts them)."""
+    _la._check_square(name, a)
+    sa, sb = _aval(a).shape, _aval(b).shape
+    vec = len(sb) == len(sa) - 1
+    n = sa[-1]
+    if len(sb) < (1 if vec else 2) or sb[-1 if vec else -2] != n:
+        raise ValueError(f"{name}: shapes of {what} {sa} and b {sb} are incompatible; b "
+                         f"must have shape ({n},) or ({n}, k) (after {what}'s batch "
+                         f"dimensions, if any)")
+    if sb[:len(sb) - (1 if vec else 2)] != sa[:-2]:
+        raise ValueError(f"{name}: shapes of {what} {sa} and b {sb} are incompatible; b's "
+                         f"batch dimensions must be {what}'s, {sa[:-2]} (broadcast both to common "
+                         f"batch dimensions first, or vmap over them)")
+    return vec
+
+
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
-    """Solve a x = b given ``cho_factor(a)``."""
+    """Solve a x = b given ``cho_factor(a)``: ``b`` of shape (n,) or (n, k). Raises
+    ValueError for a ``b`` of another length, LinAlgError for a non-square factor."""
     c, lower = c_and_lower
     c, b = _inexact(c, b)
-    vec = _aval(b).ndim == _aval(c).ndim - 1
+    vec = _rhs_is_vector("cho_solve", c, b, "c")
     if vec:
         b = lax.expand_dims(b, (_aval(b).ndim,))
     if lower:
@@ -70,10 +93,11 @@ def _trans(name, trans):
 
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                      debug=None, check_finite=True):
-    """``scipy.linalg.solve_triangular``: trans 0/'N', 1/'T', 2/'C'."""
+    """``scipy.linalg.solve_triangular``: trans 0/'N', 1/'T', 2/'C'; ``b`` of shape (n,)
+    or (n, k). Raises ValueError for another ``trans`` or length of ``b``."""
     a, b = _inexact(a, b)
     trans = _trans("solve_triangular", trans)
-    vec = _aval(b).ndim == _aval(a).ndim - 1
+    vec = _rhs_is_vector("solve_triangular", a, b, "a")
     if vec:
         b = lax.expand_dims(b, (_aval(b).ndim,))
     x = lax.linalg.triangular_solve(a, b, left_side=True, lower=lower,
@@ -91,13 +115,14 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     """Solve a x = b (trans=0 or 'N'), a^T x = b (1, 'T') or a^H x = b (2, 'C') from
-    ``lu_factor``. Raises ValueError for any other ``trans``."""
+    ``lu_factor``; ``b`` of shape (n,) or (n, k). Raises ValueError for any other
+    ``trans`` or length of ``b``."""
     trans = _trans("lu_solve", trans)
     lu_, piv = lu_and_piv
     lu_, b = _inexact(lu_, b)
+    vec = _rhs_is_vector("lu_solve", lu_, b, "lu")
     n = _aval(lu_).shape[-1]
     perm = _perm_from_pivots(piv, n)
-    vec = _aval(b).ndim == _aval(lu_).ndim - 1
     if vec:
         b = lax.expand_dims(b, (_aval(b).ndim,))
     dt = _aval(lu_).dtype
