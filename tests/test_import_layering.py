@@ -423,3 +423,39 @@ def test_imports_skipped_while_numba_imports_fail_in_that_thread_only(tmp_path):
     code = code.replace("sys.argv[1] if len(sys.argv) > 1 else '.'", repr(str(tmp_path)))
     out = _run_python(code, tmp_path)
     assert out.splitlines() == ["skipped scipy True False", "False"], out
+
+
+def test_cached_libraries_load_without_their_bitcode_until_linked(tmp_path):
+    # numba_backend._numba._defer_shared_modules: a warm program's loads read the symbols
+    # each library defines from its object code (global ones only, all of which Numba's
+    # own reading lists too) and parse no bitcode; a later compile that links a loaded
+    # library (the pairwise-sum helpers a float reduction calls) parses its bitcode then,
+    # and answers stay right
+    program = (
+        "import sys, numpy as np, tracer, tracer.numpy as jnp\n"
+        "x = np.linspace(-3.0, 2.0, 300).reshape(3, 100).astype(np.float32)\n"
+        "f = tracer.jit(lambda x: jnp.sum(jnp.exp(x) * 2.0, axis=1))\n"
+        "print(np.asarray(f(x)).tobytes().hex())\n")
+    cold = _run_python("import tracer\ntracer.config.update('jit_compile', 'sync')\n"
+                       + program, tmp_path)
+    warm = _run_python(
+        "import llvmlite.binding as ll, numba_backend._numba as nb\n"
+        "parsed, objects = [], []\n"
+        "parse = ll.parse_bitcode\n"
+        "ll.parse_bitcode = lambda bc: parsed.append(1) or parse(bc)\n"
+        "elf = nb._elf_defined_globals\n"
+        "nb._elf_defined_globals = lambda obj: objects.append(obj) or elf(obj)\n"
+        + program +
+        "n_loaded = len(objects)\n"
+        "print(n_loaded > 0, len(parsed))\n"
+        "for obj in objects:\n"
+        "    names = elf(obj)\n"
+        "    assert any(n.startswith('_ZN7cpython') for n in names), names\n"
+        "tracer.config.update('jit_compile', 'sync')\n"
+        "y = np.linspace(0.0, 1.0, 700).reshape(7, 100).astype(np.float32) + np.float32(1e4)\n"
+        "g = tracer.jit(lambda y: jnp.sum(y * 3.0, axis=1))\n"
+        "want = np.sum(y * np.float32(3.0), axis=1)\n"
+        "print(np.allclose(np.asarray(g(y)), want, rtol=1e-6), len(parsed) > 0)\n", tmp_path)
+    lines = warm.splitlines()
+    assert lines[0] == cold.strip(), (cold, warm)
+    assert lines[1:] == ["True 0", "True True"], warm
