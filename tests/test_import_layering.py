@@ -338,6 +338,18 @@ def test_every_import_order_gives_the_same_packages(first, names_after_import_tr
             "custom_jvp"} <= set(names["tracer"])
 
 
+def _cold_then_warm(program, cache_dir, before="", after=""):
+    """Run ``program`` (whose first line of output is its answer) once compiling into
+    ``cache_dir`` ("sync"), then again on that cache with ``before`` and ``after``
+    around it: the warm run's lines after its answer, once the answer is checked equal
+    to the cold run's, bit for bit."""
+    cold = _run_python("import tracer\ntracer.config.update('jit_compile', 'sync')\n"
+                       + program, cache_dir)
+    lines = _run_python(before + program + after, cache_dir).splitlines()
+    assert lines[0] == cold.strip(), (cold, lines)
+    return lines[1:]
+
+
 def test_a_warm_program_imports_no_module_its_loaded_kernels_never_run(tmp_path):
     # numba_backend._numba: a program whose kernels all come from the disk cache imports
     # neither the Numba modules its kernels inlined code from (their environments get
@@ -350,21 +362,17 @@ def test_a_warm_program_imports_no_module_its_loaded_kernels_never_run(tmp_path)
         "f = tracer.jit(lambda x: jnp.sum(jnp.exp(x - jnp.max(x, axis=1, keepdims=True)),"
         " axis=1) * jnp.arange(3))\n"
         "print(np.asarray(f(x)).tobytes().hex())\n")
-    cold = _run_python("import tracer\ntracer.config.update('jit_compile', 'sync')\n"
-                       + program, tmp_path)
-    warm = _run_python(
-        program
-        + "from numba_backend import cache\n"
+    warm = _cold_then_warm(
+        program, tmp_path, after=
+        "from numba_backend import cache\n"
         "print(cache.stats['cache_loads'] > 0, cache.stats['compiled'])\n"
         "print(*(m in sys.modules for m in ('numba.np.arrayobj', 'numba.cpython.numbers',"
         " 'numpy.ma', 'scipy', 'yaml')))\n"
         "tracer.config.update('jit_compile', 'sync')\n"
         "g = tracer.jit(lambda x: jnp.cumsum(x[::-1] * 2.5, axis=1))\n"
         "print(np.array_equal(np.asarray(g(x)), np.cumsum(x[::-1] * np.float32(2.5), axis=1)),"
-        " 'numba.np.arrayobj' in sys.modules)\n", tmp_path)
-    lines = warm.splitlines()
-    assert lines[0] == cold.strip(), (cold, warm)
-    assert lines[1:] == ["True 0", "False False False False False", "True True"], warm
+        " 'numba.np.arrayobj' in sys.modules)\n")
+    assert warm == ["True 0", "False False False False False", "True True"], warm
 
 
 def test_typeof_of_an_ndarray_without_numpy_ma_is_numbas_own(tmp_path):
@@ -436,16 +444,14 @@ def test_cached_libraries_load_without_their_bitcode_until_linked(tmp_path):
         "x = np.linspace(-3.0, 2.0, 300).reshape(3, 100).astype(np.float32)\n"
         "f = tracer.jit(lambda x: jnp.sum(jnp.exp(x) * 2.0, axis=1))\n"
         "print(np.asarray(f(x)).tobytes().hex())\n")
-    cold = _run_python("import tracer\ntracer.config.update('jit_compile', 'sync')\n"
-                       + program, tmp_path)
-    warm = _run_python(
+    warm = _cold_then_warm(
+        program, tmp_path, before=
         "import llvmlite.binding as ll, numba_backend._numba as nb\n"
         "parsed, objects = [], []\n"
         "parse = ll.parse_bitcode\n"
         "ll.parse_bitcode = lambda bc: parsed.append(1) or parse(bc)\n"
         "elf = nb._elf_defined_globals\n"
-        "nb._elf_defined_globals = lambda obj: objects.append(obj) or elf(obj)\n"
-        + program +
+        "nb._elf_defined_globals = lambda obj: objects.append(obj) or elf(obj)\n", after=
         "n_loaded = len(objects)\n"
         "print(n_loaded > 0, len(parsed))\n"
         "for obj in objects:\n"
@@ -455,7 +461,5 @@ def test_cached_libraries_load_without_their_bitcode_until_linked(tmp_path):
         "y = np.linspace(0.0, 1.0, 700).reshape(7, 100).astype(np.float32) + np.float32(1e4)\n"
         "g = tracer.jit(lambda y: jnp.sum(y * 3.0, axis=1))\n"
         "want = np.sum(y * np.float32(3.0), axis=1)\n"
-        "print(np.allclose(np.asarray(g(y)), want, rtol=1e-6), len(parsed) > 0)\n", tmp_path)
-    lines = warm.splitlines()
-    assert lines[0] == cold.strip(), (cold, warm)
-    assert lines[1:] == ["True 0", "True True"], warm
+        "print(np.allclose(np.asarray(g(y)), want, rtol=1e-6), len(parsed) > 0)\n")
+    assert warm == ["True 0", "True True"], warm
