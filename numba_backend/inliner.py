@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import textwrap
 
 import numpy as np
@@ -56,9 +57,25 @@ def is_inline(module: str, name: str) -> bool:
     return getattr(getattr(mod, name, None), "_tracer_inline", False)
 
 
+def _function_source(fn) -> str:
+    """``fn``'s source (decorators included), read through ``linecache`` from its first
+    line to the end of its last statement (its code object's positions).
+    ``inspect.getsource`` finds the end by tokenizing the file, and the tokenizer's first
+    use in a process costs a warm program's first call 5-10 ms."""
+    code = fn.__code__
+    lines = linecache.getlines(code.co_filename)
+    try:
+        end = max(p[1] for p in code.co_positions() if p[1] is not None)
+    except (AttributeError, ValueError):    # Python 3.10: no co_positions
+        return inspect.getsource(fn)
+    if end > len(lines) or end < code.co_firstlineno:
+        return inspect.getsource(fn)
+    return "".join(lines[code.co_firstlineno - 1:end])
+
+
 class _Parsed:
     def __init__(self, fn):
-        src = textwrap.dedent(inspect.getsource(fn))
+        src = textwrap.dedent(_function_source(fn))
         tree = ast.parse(src)
         (fdef,) = tree.body
         self.params = [a.arg for a in fdef.args.args]

@@ -304,6 +304,32 @@ def test_inliner_imports_module_arrays():
     assert env["out"] == 4.0
 
 
+@inliner.inline_source
+def _spread_over_lines(x,
+                       y):
+    """A docstring."""
+    z = (x
+         + y)  # a comment
+    return (z *
+            2.0 + _TABLE[
+                0])
+
+
+def test_inliner_reads_the_source_inspect_reads():
+    # inliner._function_source cuts a function's lines by its code object's positions
+    # instead of tokenizing the file: the same text as inspect.getsource for every
+    # registered inline function, decorators and statements over several lines included
+    import inspect
+    fns = list(inliner._INLINE.values())
+    assert _spread_over_lines in fns and len(fns) > 10
+    for fn in fns:
+        assert inliner._function_source(fn) == inspect.getsource(fn), fn.__qualname__
+    code = "\n".join(inliner.expand(_spread_over_lines, ["1.0", "2.0"], "out", "s_", set()))
+    env = {"np": np, "g_" + __name__.replace(".", "_") + "__TABLE": _TABLE}
+    exec(code, env)
+    assert env["out"] == 6.5
+
+
 def test_inliner_rejects_control_flow():
     def bad(x):
         if x > 0:
