@@ -14,8 +14,9 @@ gives ``+0.0``.
 
 ``pairwise(b, lo, n)`` sums the contiguous ``b[lo:lo + n]`` so: compiled, it calls a
 recursive LLVM function written here (NumPy's recursion; a leaf's eight accumulators are
-one vector register, so the leaf loop is SIMD without any reassociation); in Python (the
-``debug_kernels`` mode) it runs the same recursion. A kernel whose summand is computed
+one vector register, so the leaf loop is SIMD without any reassociation) through an
+entry inlined where it is called, which sums a run of fewer than eight reals in place; in
+Python (the ``debug_kernels`` mode) it runs the same recursion. A kernel whose summand is computed
 walks the top of the recursion in its own code (``numba_backend.codegen``; Numba compiles
 no recursive closures): down to a node of at most ``BLOCK`` elements, pushing each right
 half on a small stack (``STACK`` entries), it fills a buffer with the node's elements
@@ -228,6 +229,45 @@ def _llvm_pairwise(module, elt, cplx, cached):
     return fn
 
 
+def _llvm_pairwise_entry(module, elt, cplx, cached):
+    """``_llvm_pairwise``'s entry, always inlined where it is called: a run of fewer than
+    eight reals (NumPy's small leaf) is summed there, from -0.0 one element at a time as
+    the leaf does, and a longer one calls the recursive function. A kernel summing short
+    runs (the three coordinates of each pair in an n-body step) paid a call per run."""
+    rec = _llvm_pairwise(module, elt, cplx, cached)
+    fn = cgutils.get_or_insert_function(module, rec.function_type, rec.name + "_entry")
+    if not fn.is_declaration:
+        return fn
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    a, n = fn.args
+    i64 = ir.IntType(64)
+    parts = 2 if cplx else 1
+    bld = ir.IRBuilder(fn.append_basic_block("entry"))
+    reals = bld.mul(n, ir.Constant(i64, parts))
+    small_bb = fn.append_basic_block("small")
+    call_bb = fn.append_basic_block("call")
+    bld.cbranch(bld.icmp_signed("<", reals, ir.Constant(i64, 8)), small_bb, call_bb)
+    bld.position_at_end(call_bb)
+    bld.ret(bld.call(rec, [a, n]))
+    bld.position_at_end(small_bb)
+    accs = [cgutils.alloca_once_value(bld, ir.Constant(elt, -0.0)) for _ in range(parts)]
+    with cgutils.for_range_slice(bld, ir.Constant(i64, 0), reals, ir.Constant(i64, parts),
+                                 inc=True) as (i, _):
+        for j, acc in enumerate(accs):
+            x = bld.load(bld.gep(a, [bld.add(i, ir.Constant(i64, j))]))
+            bld.store(bld.fadd(bld.load(acc), x), acc)
+    vals = [bld.load(acc) for acc in accs]
+    if cplx:
+        out = ir.Constant(fn.function_type.return_type, ir.Undefined)
+        for j, v in enumerate(vals):
+            out = bld.insert_value(out, v, j)
+        bld.ret(out)
+    else:
+        bld.ret(vals[0])
+    return fn
+
+
 def _pairwise_intrinsic(cached):
     def typer(typingctx, b, lo, n):
         cplx = isinstance(b.dtype, types.Complex)
@@ -239,7 +279,8 @@ def _pairwise_intrinsic(cached):
             elt = context.get_value_type(ft)
             lo = builder.mul(args[1], ir.Constant(args[1].type, 2 if cplx else 1))
             start = builder.gep(builder.bitcast(ary.data, elt.as_pointer()), [lo])
-            r = builder.call(_llvm_pairwise(builder.module, elt, cplx, cached), [start, args[2]])
+            r = builder.call(_llvm_pairwise_entry(builder.module, elt, cplx, cached),
+                             [start, args[2]])
             if not cplx:
                 return r
             z = context.make_complex(builder, sig.return_type)

@@ -11,6 +11,7 @@ import pytest
 import tracer
 import tracer.numpy as tnp
 from numba_backend import executor, pairwise
+from tracer import lax
 
 U32 = 2.0 ** -24          # float32 unit roundoff
 
@@ -140,6 +141,31 @@ def test_computed_sums_at_the_one_buffer_boundary(rng, dtype):
         run = int(np.prod(shape[1:] if axis is not None else shape))
         text = tracer.jit(f).lower(x).as_text()
         assert ("fits one buffer" in text) == (run <= n), (shape, text[-1500:])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_short_runs_are_summed_in_place_in_numpys_order(rng, dtype):
+    # a run of fewer than eight reals (NumPy's small leaf: from -0.0, one element at a
+    # time) is summed where the kernel calls the helper (pairwise._llvm_pairwise_entry,
+    # always inlined), longer ones by the recursive function: the same bits as NumPy's,
+    # with signed zeros, for input and computed runs, on both sides of eight reals, and
+    # in a loop body (fori_loop: an n-body step's three coordinates per pair)
+    for n in range(1, 10):
+        x = data(rng, (6, n), dtype)
+        x[0] = -0.0
+        x[1, :1] = -0.0
+        x[2] *= 1e-30
+        assert_jit_is_eager(lambda x: (tnp.sum(x, axis=1), tnp.sum(x * 2 - 1, axis=1),
+                                       tnp.sum(x + x, axis=0)), x)
+    pos = data(rng, (16, 3), np.float64)
+
+    def step(i, p):
+        d = p[None, :, :] - p[:, None, :]
+        return p + 1e-3 * tnp.sum(d * tnp.sum(d * d, axis=-1, keepdims=True), axis=1)
+    want = pos
+    for i in range(5):
+        want = step(i, want)
+    assert_same(tracer.jit(lambda p: lax.fori_loop(0, 5, step, p))(pos), want)
 
 
 def test_cumsum_is_numpys_running_sum(rng):
