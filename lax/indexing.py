@@ -544,7 +544,6 @@ def _scatter_targets(operand_shape, indices, updates, dn, mode):
     row-major order of [*scatter dims, *window dims])."""
     rank = len(operand_shape)
     batch_shape = indices.shape[:-1]
-    nb = len(batch_shape)
     wd = _scatter_window_dims(rank, dn)
     uwd = dn.update_window_dims
     win = [updates.shape[k] for k in uwd]

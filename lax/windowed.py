@@ -495,7 +495,7 @@ def _sga_transpose(cts, tangent, operand, **params):
 
 def _sel_jvp(p):
     def rule(primals, tangents, **params):
-        (s, x), (gs, gx) = primals, tangents
+        (s, x), (gs, _) = primals, tangents   # (the selection is constant in x)
         out = p.bind(s, x, **params)
         if type(gs) is Zero:
             return [out], [Zero.from_primal_value(out)]

@@ -258,7 +258,7 @@ def conv_call(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
     x = lhs if lhs.dtype == ct else lhs.astype(ct)
     x = np.ascontiguousarray(x)
     w = rhs if rhs.dtype == ct else rhs.astype(ct)
-    N, C = x.shape[dn.lhs_spec[0]], x.shape[dn.lhs_spec[1]]
+    N = x.shape[dn.lhs_spec[0]]
     O, I = w.shape[dn.rhs_spec[0]], w.shape[dn.rhs_spec[1]]
     in_sp = [x.shape[d] for d in dn.lhs_spec[2:]]
     k_sp = [w.shape[d] for d in dn.rhs_spec[2:]]

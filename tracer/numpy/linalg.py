@@ -523,7 +523,7 @@ def multi_dot(arrays, *, precision=None):
     if last_vec:
         arrays[-1] = lax.expand_dims(arrays[-1], (1,))
     shapes = [tuple(_aval(a).shape) for a in arrays]
-    given = [tuple(_aval(a).shape) for a in arrays]
+    given = list(shapes)     # as the caller passed them (vectors without the added axis)
     given[0] = given[0][1:] if first_vec else given[0]
     given[-1] = given[-1][:-1] if last_vec else given[-1]
     if any(len(sh) != 2 for sh in shapes):
