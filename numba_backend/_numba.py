@@ -335,9 +335,29 @@ def njit(**options):
     (``no_cfunc_wrapper``). Our compiled functions are called from Python through their
     dispatchers or from compiled code through their own addresses, never as C functions,
     and Numba otherwise compiles that wrapper for every function: about 10 ms of a kernel
-    of 7 arrays (a sixth of a small kernel's compile)."""
+    of 7 arrays (a sixth of a small kernel's compile).
+
+    The dispatchers skip Numba's extension initialization (``_without_extensions``)."""
     import numba
-    return numba.njit(**{"no_cfunc_wrapper": True, **options})
+    decorate = numba.njit(**{"no_cfunc_wrapper": True, **options})
+
+    def wrapper(fn):
+        disp = decorate(fn)
+        disp._compilation_chain_init_hook = _without_extensions
+        return disp
+    return wrapper
+
+
+def _without_extensions():
+    """The compilation-chain hook of this package's dispatchers: nothing.
+
+    A Numba dispatcher's first call with new argument types runs every installed
+    package's ``numba_extensions`` entry point first (``entrypoints.init_all``, reading
+    every installed distribution's metadata: 11 ms here with 54 packages, more in larger
+    environments), even when the call then loads its code from the disk cache: a warm
+    convolution's first call paid it. This package's functions take NumPy arrays and
+    scalars and use no extension's types; a user's own Numba functions keep Numba's hook,
+    which initializes the extensions before their first compile as always."""
 
 
 import_numba()

@@ -463,3 +463,31 @@ def test_cached_libraries_load_without_their_bitcode_until_linked(tmp_path):
         "want = np.sum(y * np.float32(3.0), axis=1)\n"
         "print(np.allclose(np.asarray(g(y)), want, rtol=1e-6), len(parsed) > 0)\n")
     assert warm == ["True 0", "True True"], warm
+
+
+def test_package_dispatchers_skip_numba_extension_init_and_users_keep_it(tmp_path):
+    # numba_backend._numba.njit: this package's dispatchers do not run the installed
+    # numba_extensions entry points on their first call (Numba reads every installed
+    # distribution's metadata for them, even for a call that loads from the disk cache);
+    # a user's own Numba function still runs them before its first compile
+    dist = tmp_path / "fakeext-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeext\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[numba_extensions]\ninit = fakeext_mod:init\n")
+    (tmp_path / "fakeext_mod.py").write_text("def init():\n    print('extension init')\n")
+    code = (
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import numpy as np, tracer, tracer.numpy as jnp\n"
+        "tracer.config.update('jit_compile', 'sync')\n"
+        "print(np.asarray(tracer.jit(jnp.sort)(np.array([3.0, 1.0, 2.0]))))\n"
+        "x = np.ones((1, 6, 6, 2), np.float32); w = np.ones((3, 3, 2, 4), np.float32)\n"
+        "y = tracer.jit(lambda x, w: tracer.lax.conv_general_dilated(x, w, (1, 1), 'SAME',"
+        " dimension_numbers=('NHWC', 'HWIO', 'NHWC')))(x, w)\n"
+        "print(float(np.asarray(y)[0, 2, 2, 0]))\n"
+        "import numba\n"
+        "@numba.njit\n"
+        "def g(a):\n"
+        "    return a + 1\n"
+        "print(g(1))\n")
+    out = _run_python(code, tmp_path / "cache")
+    assert out.splitlines() == ["[1. 2. 3.]", "18.0", "extension init", "2"], out
