@@ -156,10 +156,19 @@ def load_without_refresh():
 def _elf_defined_globals(obj: bytes):
     """The names of the global and weak symbols that the ELF relocatable object ``obj``
     (64-bit, little-endian: what LLVM emits for this machine on Linux) defines; None for
-    any other object format, so that the caller falls back to Numba's own reading."""
+    any other object format, or one it cannot read, so that the caller falls back to
+    Numba's own reading."""
     import struct
-    if len(obj) < 64 or obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
+    if not isinstance(obj, bytes) or len(obj) < 64 or obj[:4] != b"\x7fELF" \
+            or obj[4] != 2 or obj[5] != 1:
         return None
+    try:
+        return _elf_symbols(obj, struct)
+    except (struct.error, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _elf_symbols(obj, struct):
     shoff, = struct.unpack_from("<Q", obj, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
     if shoff == 0 or shnum == 0 or shentsize != 64 or shoff + shnum * 64 > len(obj):

@@ -405,3 +405,13 @@ def test_cache_rewrites_a_damaged_source_and_survives_an_unwritable_dir(tmp_path
                                    want)
     cache.clear_memory_cache()
     tracer._jit_backend._executables.clear()
+
+
+def test_elf_symbol_reader_falls_back_on_anything_it_cannot_read():
+    # numba_backend._numba._elf_defined_globals: None (Numba's own reading of the
+    # library's bitcode then) for another format, a truncated or a corrupt object
+    from numba_backend import _numba
+    head = b"\x7fELF\x02\x01\x01" + bytes(57)
+    for obj in (None, b"", b"\xcf\xfa\xed\xfe" + bytes(60), head, head[:40],
+                b"\x7fELF\x02\x01" + b"\xff" * 100, b"\x7fELF\x01\x01" + bytes(58)):
+        assert _numba._elf_defined_globals(obj) is None
