@@ -30,8 +30,10 @@ def import_numba():
     # imports as ``import yaml``: that statement reads the module's ``__spec__``, which
     # runs a lazy module at once.)
     _lazy_module("importlib.metadata")
-    with _skipped_imports():
+    with _skipped_imports() as skipped:
         import numba  # noqa: F401
+    if "yaml" in skipped.names:
+        skipped.restore_yaml()
     from numba.core import cpu
     cls = cpu.CPUContext
     if getattr(cls.load_additional_registries, "_tracer", False):
@@ -54,7 +56,9 @@ class _skipped_imports:
     (this package requires 1.10) and its config imports PyYAML only to read a
     ``.numba_config.yaml`` in the working directory: 0.02 s of a warm program's start
     for two imports it never uses otherwise. With such a file there, PyYAML is imported
-    as usual. A module imported already is left alone."""
+    as usual; without, Numba's config gets PyYAML as a lazy module (``restore_yaml``),
+    imported when a compile finds such a file in the directory it then runs in. A module
+    imported already is left alone."""
 
     def __enter__(self):
         import threading
@@ -70,6 +74,17 @@ class _skipped_imports:
             _sys.meta_path.remove(self)
         except ValueError:
             pass
+
+    @staticmethod
+    def restore_yaml():
+        """Give Numba's config PyYAML (where installed) as a lazy module: Numba reads a
+        ``.numba_config.yaml`` whenever it reloads its config, in the directory the
+        process is in then, and its flag of PyYAML's presence is set once, at import."""
+        from numba.core import config
+        _lazy_module("yaml")
+        if _sys.modules.get("yaml") is not None and hasattr(config, "_HAVE_YAML"):
+            config.yaml = _sys.modules["yaml"]
+            config._HAVE_YAML = True
 
     def find_spec(self, name, path=None, target=None):
         import threading

@@ -366,8 +366,8 @@ def test_a_warm_program_imports_no_module_its_loaded_kernels_never_run(tmp_path)
         program, tmp_path, after=
         "from numba_backend import cache\n"
         "print(cache.stats['cache_loads'] > 0, cache.stats['compiled'])\n"
-        "print(*(m in sys.modules for m in ('numba.np.arrayobj', 'numba.cpython.numbers',"
-        " 'numpy.ma', 'scipy', 'yaml')))\n"
+        "print(*(type(sys.modules.get(m)).__name__ == 'module' for m in ("
+        "'numba.np.arrayobj', 'numba.cpython.numbers', 'numpy.ma', 'scipy', 'yaml')))\n"
         "tracer.config.update('jit_compile', 'sync')\n"
         "g = tracer.jit(lambda x: jnp.cumsum(x[::-1] * 2.5, axis=1))\n"
         "print(np.array_equal(np.asarray(g(x)), np.cumsum(x[::-1] * np.float32(2.5), axis=1)),"
@@ -431,6 +431,34 @@ def test_imports_skipped_while_numba_imports_fail_in_that_thread_only(tmp_path):
     code = code.replace("sys.argv[1] if len(sys.argv) > 1 else '.'", repr(str(tmp_path)))
     out = _run_python(code, tmp_path)
     assert out.splitlines() == ["skipped scipy True False", "False"], out
+
+
+def test_numba_config_file_is_read_after_numba_is_imported_the_cheap_way(tmp_path):
+    # _skipped_imports leaves Numba's config PyYAML as a lazy module: a .numba_config.yaml
+    # in the directory a later compile runs in is read as with Numba imported directly
+    # (Numba re-reads it from the current directory whenever it reloads its config)
+    (tmp_path / ".numba_config.yaml").write_text("developer_mode: 1\n")
+    lib = tmp_path / "lib"        # a stand-in PyYAML, first on the path (reads that file)
+    lib.mkdir()
+    (lib / "yaml.py").write_text(
+        "def safe_load(f):\n"
+        "    k, v = f.read().split(':')\n"
+        "    return {k.strip(): int(v)}\n")
+    code = (
+        "import os, sys, warnings\n"
+        f"sys.path.insert(0, {str(lib)!r})\n"
+        "warnings.simplefilter('error')\n"
+        "import numba_backend._numba\n"
+        "from numba.core import config\n"
+        "print(config.DEVELOPER_MODE, type(sys.modules['yaml']).__name__)\n"
+        f"os.chdir({str(tmp_path)!r})\n"
+        "import numba\n"
+        "@numba.njit\n"
+        "def f(x):\n"
+        "    return x + 1\n"
+        "print(f(1), config.DEVELOPER_MODE)\n")
+    out = _run_python(code)
+    assert out.splitlines() == ["0 _LazyModule", "2 1"], out
 
 
 def test_cached_libraries_load_without_their_bitcode_until_linked(tmp_path):
