@@ -554,6 +554,23 @@ def test_bad_input_errors():
         f(3, 1.0, x="s")
 
 
+def test_masked_arrays_are_refused_not_unmasked():
+    # converting a NumPy masked array kept its data and dropped its mask: the sum of
+    # [1, 2, --] was 103, eagerly, under jit and through grad and vmap; it is a ValueError
+    # (as JAX) naming the ways to say what masked elements mean. Other ndarray subclasses
+    # (memmap, a user's) still convert to their data
+    m = np.ma.masked_array([1.0, 2.0, 100.0], mask=[0, 0, 1])
+    for f in (tnp.sum, tnp.asarray, tnp.array, tracer.jit(tnp.sum),
+              tracer.grad(lambda x: tnp.sum(x * x)), tracer.vmap(tnp.sin),
+              lambda x: tnp.asarray([1.0, 2.0, 3.0]) + x):
+        with pytest.raises(ValueError, match=r"masked arrays are not supported.*filled"):
+            f(m)
+    np.testing.assert_array_equal(np.asarray(tracer.jit(tnp.sum)(m.filled(0.0))), 3.0)
+    class Sub(np.ndarray):
+        pass
+    np.testing.assert_array_equal(np.asarray(tnp.sum(np.array([1.0, 2.0]).view(Sub))), 3.0)
+
+
 def test_errors_show_traced_values_by_their_avals():
     # a traced value in a message reads as its aval, never as the tracer's repr
     x = tnp.arange(5.0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import math
 import operator
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Callable
@@ -722,6 +723,7 @@ def to_numpy(x) -> np.ndarray:
         if type(x) is not np.ndarray:
             # (a subclass: np.memmap, np.matrix, a user's; impls would keep it, and its
             # Python hooks would run inside every ufunc an Array's value goes through)
+            check_not_masked(x)
             x = np.asarray(x)
         dt = dtypes.canonicalize_dtype(x.dtype)
         return x if dt == x.dtype else x.astype(dt)
@@ -739,6 +741,16 @@ def to_numpy(x) -> np.ndarray:
         raise TypeError(f"value of type {type(x).__name__} is not a valid array value")
     dt = dtypes.canonicalize_dtype(arr.dtype)
     return arr if dt == arr.dtype else arr.astype(dt)
+
+
+def check_not_masked(x):
+    """ValueError for a NumPy masked array (as JAX): converting one keeps its data and
+    drops its mask, so that a sum would add the masked elements, silently."""
+    ma = sys.modules.get("numpy.ma")
+    if ma is not None and isinstance(x, ma.MaskedArray):
+        raise ValueError("NumPy masked arrays are not supported as inputs (their mask "
+                         "would be dropped); pass arr.filled(value) with the value masked "
+                         "elements should take, or arr.compressed() for the unmasked ones")
 
 
 _abstract_eval_cache: dict = {}

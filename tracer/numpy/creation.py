@@ -10,7 +10,7 @@ import numpy as np
 import lax
 from tracer import dtypes
 from tracer import core
-from tracer.core import Array, ShapedArray, Tracer, get_aval, to_numpy
+from tracer.core import Array, ShapedArray, Tracer, check_not_masked, get_aval, to_numpy
 from tracer.numpy.util import as_operand
 
 
@@ -67,6 +67,8 @@ def _array(object, dtype, ndmin, fname):
             elif dt is not None:
                 for v in ints:
                     dtypes.check_int_fits(v, dt, f"tracer.numpy.{fname}")
+        if isinstance(object, np.ndarray) and type(object) is not np.ndarray:
+            check_not_masked(object)
         arr = np.array(object, copy=True)
         if arr.dtype.kind == "O" and isinstance(object, (list, tuple)) and \
                 _all_python_scalars(object):
