@@ -266,7 +266,7 @@ def test_reshape_orders_without_a_layout_are_not_supported():
     # an Array does not have (NotImplementedError naming the function, as JAX); unknown
     # orders and reshape's 'K' are NumPy's ValueErrors
     x = tnp.asarray(X)
-    for order in ("f", "F", "c", None):
+    for order in ("f", "F", "c", None, b"F", b"c"):
         for got, want in ((tnp.reshape(X, (4, 6), order=order), np.reshape(X, (4, 6), order=order)),
                           (tnp.ravel(X, order=order), np.ravel(X, order=order)),
                           (x.flatten(order=order), X.flatten(order=order)),
@@ -274,6 +274,7 @@ def test_reshape_orders_without_a_layout_are_not_supported():
             np.testing.assert_array_equal(np.asarray(got), want)
     for order in ("A", "a", "K", "k"):
         for name, fn in (("ravel", lambda: tnp.ravel(X, order=order)),
+                         ("ravel", lambda: x.ravel(order=order)),
                          ("flatten", lambda: x.flatten(order=order))):
             with pytest.raises(NotImplementedError, match=f"{name}: order='{order}'"):
                 fn()
@@ -282,9 +283,12 @@ def test_reshape_orders_without_a_layout_are_not_supported():
             tnp.reshape(X, (24,), order=order)
     with pytest.raises(ValueError, match="reshape: order 'K' is not permitted"):
         tnp.reshape(X, (24,), order="K")
-    for order in ("X", "", 1):
+    for order, error, says in (("X", ValueError, "must be one of"),
+                               ("", ValueError, "must be one of"),
+                               (1, TypeError, "must be str, not int")):
         for name, fn in (("reshape", lambda: tnp.reshape(X, (24,), order=order)),
                          ("ravel", lambda: tnp.ravel(X, order=order)),
+                         ("ravel", lambda: x.ravel(order=order)),
                          ("flatten", lambda: x.flatten(order=order))):
-            with pytest.raises(ValueError, match=f"{name}: order must be one of"):
+            with pytest.raises(error, match=f"{name}: order {says}"):
                 fn()

@@ -93,6 +93,10 @@ def _flatten(self, order="C"):
     return manipulation.reshape(self, (-1,), manipulation._index_order("flatten", order))
 
 
+def _ravel(self, order="C"):
+    return manipulation.ravel(self, order)
+
+
 def _bool_checked_item(self, *args):
     if isinstance(self, Tracer):
         v = self._known_value()
@@ -124,7 +128,7 @@ _methods = {
     "__getitem__": _getitem,
     "__neg__": ufuncs.negative, "__pos__": ufuncs.positive, "__abs__": ufuncs.absolute,
     "__invert__": ufuncs.invert,
-    "astype": _astype, "reshape": _reshape, "transpose": _transpose, "ravel": _flatten,
+    "astype": _astype, "reshape": _reshape, "transpose": _transpose, "ravel": _ravel,
     "flatten": _flatten, "squeeze": manipulation.squeeze, "swapaxes": manipulation.swapaxes,
     "clip": lambda self, min=None, max=None: manipulation.clip(self, min, max),
     "round": lambda self, decimals=0: ufuncs.round(self, decimals),

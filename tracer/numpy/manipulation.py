@@ -25,12 +25,16 @@ def _aval(x):
 
 
 def _index_order(name, order):
-    """'C' or 'F' for NumPy's ``order`` argument, which NumPy reads case-insensitively,
-    with None meaning 'C'. ValueError for anything NumPy rejects (and for 'K' in
-    ``reshape``, as NumPy); NotImplementedError for 'A' and 'K', which follow an array's
-    memory layout: an Array has none (as JAX)."""
+    """'C' or 'F' for NumPy's ``order`` argument, which NumPy reads case-insensitively (a
+    str or bytes), with None meaning 'C'. As NumPy: TypeError for another type,
+    ValueError for any other value and for 'K' in ``reshape``. NotImplementedError for
+    'A' and 'K', which follow an array's memory layout: an Array has none (as JAX)."""
     o = "C" if order is None else order
-    if not isinstance(o, str) or o.upper() not in ("C", "F", "A", "K"):
+    if isinstance(o, bytes):
+        o = o.decode("latin-1")
+    if not isinstance(o, str):
+        raise TypeError(f"{name}: order must be str, not {type(order).__name__}")
+    if o.upper() not in ("C", "F", "A", "K"):
         raise ValueError(f"{name}: order must be one of 'C', 'F', 'A', or 'K' (got "
                          f"{order!r})")
     o = o.upper()

@@ -43,23 +43,24 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
 
 def _rhs_is_vector(name, a, b, what):
     """Whether ``b`` is a vector (shape (..., n)) rather than a matrix ((..., n, k)) for
-    the (..., n, n) matrix ``a`` (named ``what`` in errors), as SciPy tells them apart.
-    Raises LinAlgError for a non-square ``a`` and ValueError where ``b``'s length along
-    the solved dimension is not n (SciPy's errors; the underlying products and solves
-    would name themselves instead) or its batch dimensions are not ``a``'s (SciPy
-    broadcasts them)."""
+    the (..., n, n) matrix ``a`` (named ``what`` in errors): a vector when it has one
+    dimension fewer than ``a``, as JAX tells them apart. Raises LinAlgError for a
+    non-square ``a`` and ValueError (SciPy's error; the products and solves inside would
+    name themselves instead) for a ``b`` of neither shape: of another length along the
+    solved dimension, or with other batch dimensions than ``a``'s. SciPy >= 1.15 takes a
+    ``b`` of more than one dimension as a matrix and broadcasts batch dimensions; here
+    they are ``a``'s (broadcast first, or vmap)."""
     _la._check_square(name, a)
     sa, sb = _aval(a).shape, _aval(b).shape
     vec = len(sb) == len(sa) - 1
-    n = sa[-1]
-    if len(sb) < (1 if vec else 2) or sb[-1 if vec else -2] != n:
+    n, batch = sa[-1], sa[:-2]
+    if sb != batch + (n,) and (len(sb) != len(sa) or sb[:-1] != batch + (n,)):
+        vector = str(batch + (n,))
+        matrix = str(batch + (n,))[:-1].rstrip(",") + ", k)"
         raise ValueError(f"{name}: shapes of {what} {sa} and b {sb} are incompatible; b "
-                         f"must have shape ({n},) or ({n}, k) (after {what}'s batch "
-                         f"dimensions, if any)")
-    if sb[:len(sb) - (1 if vec else 2)] != sa[:-2]:
-        raise ValueError(f"{name}: shapes of {what} {sa} and b {sb} are incompatible; b's "
-                         f"batch dimensions must be {what}'s, {sa[:-2]} (broadcast both to common "
-                         f"batch dimensions first, or vmap over them)")
+                         f"must have shape {vector} or {matrix} ({what}'s batch "
+                         f"dimensions, if any, then n or n and k; broadcast both to the "
+                         f"same batch dimensions first, or vmap over them)")
     return vec
 
 
