@@ -258,6 +258,11 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     axes = _reduction_axes(axis, aval.ndim, "mean")
     dt, cdt = _stat_dtype(a, dtype, "mean")
     s = sum(a, axis=axes, keepdims=keepdims, where=where, dtype=cdt)
+    if np.dtype(cdt) == np.complex64:
+        # NumPy divides by its count as an intp: a complex64 sum in complex128 (a complex
+        # division rounds more than once; for real sums the wider division rounds alike)
+        s = lax.convert_element_type(s, np.complex128)
+        cdt = np.dtype(np.complex128)
     n = _count(a, axes, where)
     if isinstance(n, int):
         n = lax.full_like(s, n, dtypes.default_float_dtype() if not dtypes.is_inexact(cdt)
