@@ -300,8 +300,9 @@ def _rebuild_env_without_import(modname, consts, env_name):
     0.02 s of a warm program's first call for ``arrayobj`` and the unicode and charseq
     modules it imports, where the loaded code never reads those globals (only
     object-mode code does, and Numba's implementations are nopython). Such an environment
-    gets the module's name alone; it is shared through Numba's memo like any other, and a
-    compile that needs the module imports it as usual."""
+    gets the module's name alone and goes into Numba's memo like any other: a later
+    compile in the process imports the module as usual and finds this environment for
+    the same function (which, nopython, never reads it)."""
     from numba.core import environment as env_mod
     env = env_mod.lookup_environment(env_name)
     if env is not None or consts or not isinstance(modname, str) \
