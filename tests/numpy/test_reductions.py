@@ -288,3 +288,13 @@ def test_mean_divides_as_numpy_does():
                 got = np.atleast_1d(np.asarray(f(x, axis=axis)))
                 assert got.dtype == want.dtype, (shape, dt)
                 assert got.tobytes() == want.tobytes(), (shape, axis, dt, got, want)
+    # per row under vmap (and jit of vmap) as NumPy's per-row means; the gradient through
+    # the complex128 division is the complex64 one of sum / n
+    x = (rng.standard_normal((6, 5)) + 1j * rng.standard_normal((6, 5))).astype(np.complex64)
+    want = np.mean(x, axis=1)
+    for f in (tracer.vmap(tnp.mean), tracer.jit(tracer.vmap(tnp.mean))):
+        got = np.asarray(f(x))
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    g = tracer.grad(lambda z: tnp.real(tnp.mean(z * tnp.conj(z))))(x)
+    assert np.asarray(g).dtype == np.complex64
+    np.testing.assert_allclose(np.asarray(g), 2 * np.conj(x) / x.size, rtol=1e-6)
