@@ -170,39 +170,11 @@ def load_without_refresh():
 
 def _elf_defined_globals(obj: bytes):
     """The names of the global and weak symbols that the ELF relocatable object ``obj``
-    (64-bit, little-endian: what LLVM emits for this machine on Linux) defines; None for
-    any other object format, or one it cannot read, so that the caller falls back to
-    Numba's own reading."""
-    import struct
-    if not isinstance(obj, bytes) or len(obj) < 64 or obj[:4] != b"\x7fELF" \
-            or obj[4] != 2 or obj[5] != 1:
-        return None
-    try:
-        return _elf_symbols(obj, struct)
-    except (struct.error, ValueError, UnicodeDecodeError):
-        return None
-
-
-def _elf_symbols(obj, struct):
-    shoff, = struct.unpack_from("<Q", obj, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
-    if shoff == 0 or shnum == 0 or shentsize != 64 or shoff + shnum * 64 > len(obj):
-        return None
-    names = set()
-    for i in range(shnum):
-        _, sh_type, _, _, off, size, link, _, _, entsize = struct.unpack_from(
-            "<IIQQQQIIQQ", obj, shoff + i * 64)
-        if sh_type != 2:        # SHT_SYMTAB
-            continue
-        if entsize != 24 or off + size > len(obj) or link >= shnum:
-            return None
-        str_off, str_size = struct.unpack_from("<QQ", obj, shoff + link * 64 + 24)
-        strtab = obj[str_off:str_off + str_size]
-        for st_name, st_info, _, st_shndx, _, _ in struct.iter_unpack(
-                "<IBBHQQ", obj[off:off + size - size % 24]):
-            if st_shndx != 0 and st_info >> 4 in (1, 2) and st_name < len(strtab):
-                names.add(strtab[st_name:strtab.index(b"\0", st_name)].decode())
-    return names
+    defines (``native.elf_symbols``); None for any other object format, or one it cannot
+    read, so that the caller falls back to Numba's own reading."""
+    from numba_backend.native import elf_symbols
+    symbols = elf_symbols(obj)
+    return None if symbols is None else symbols[0]
 
 
 def _defer_shared_modules():

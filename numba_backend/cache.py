@@ -29,14 +29,15 @@ import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
-from numba_backend import codegen  # noqa: E402
+from numba_backend import codegen, native  # noqa: E402
 from numba_backend.compile_worker import (PACKAGE, array_spec, dispatcher,  # noqa: E402
                                           ensure_package, numba_types)
 from tracer.config import config  # noqa: E402
 
 logger = logging.getLogger("tracer")
 
-stats = {"compiled": 0, "cache_loads": 0, "kernels": 0, "compile_seconds": 0.0}
+stats = {"compiled": 0, "cache_loads": 0, "native_loads": 0, "kernels": 0,
+         "compile_seconds": 0.0}
 _kernels: dict = {}
 _lock = threading.RLock()
 _fallback_dir = None
@@ -93,22 +94,44 @@ class CompiledKernel:
         self.key = source.key
         self.source = source
         self.kernel = kernel
-        self.sig = signature(kernel)
+        self.spec = signature_spec(kernel)
         self.path = os.path.join(_kernel_dir(), f"k_{self.key[:32]}.py")
         _write_source(self.path, source.text)
-        self.module = self._import()
-        self.py = self.module.kernel
-        self.py_par = getattr(self.module, "kernel_par", None)
+        self._module = None
         self._serial = None
+        self._numba = None      # the Numba dispatcher, where the native file is used
         self._par = None
         self.par_job = None    # Future of a compile worker's reply (parallel variant)
         self.failed = None
         # calls users' functions: compiled here, never from or into Numba's disk cache
         self.in_process = source.in_process
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()    # (serial() imports the module under it)
+
+    @property
+    def sig(self) -> tuple:
+        """Numba's argument types of the serial and parallel variants."""
+        return numba_types(self.spec)
+
+    @property
+    def module(self):
+        """The generated module (imported on first use: a kernel loaded from its native
+        file never needs it)."""
+        if self._module is None:
+            with self._lock:
+                if self._module is None:
+                    self._module = self._import()
+        return self._module
+
+    @property
+    def py(self):
+        return self.module.kernel
+
+    @property
+    def py_par(self):
+        return getattr(self.module, "kernel_par", None)
 
     def _import(self):
-        name = f"{PACKAGE}.k_{self.key[:32]}"
+        name = self.module_name
         mod = sys.modules.get(name)
         if mod is not None:
             return mod
@@ -126,8 +149,10 @@ class CompiledKernel:
         return mod
 
     def on_disk(self) -> bool:
-        """Whether Numba's cache probably holds this kernel (see ``on_disk``)."""
-        return not self.in_process and on_disk(self.path, "kernel")
+        """Whether the disk cache probably holds this kernel: its native file
+        (``numba_backend.native``) or Numba's entry (see ``on_disk``)."""
+        return not self.in_process and (os.path.exists(native.path_for(self.path))
+                                        or on_disk(self.path, "kernel"))
 
     @property
     def ready(self) -> bool:
@@ -149,13 +174,20 @@ class CompiledKernel:
         this process, ``workers.Pool.submit``)."""
         if self.in_process:
             return None
-        return {"module": self.module.__name__, "path": self.path,
-                "func": "kernel_par" if parallel else "kernel",
-                "opts": self.opts(parallel), "sig": signature_spec(self.kernel)}
+        job = {"module": self.module_name, "path": self.path,
+               "func": "kernel_par" if parallel else "kernel",
+               "opts": self.opts(parallel), "sig": self.spec}
+        if not parallel:
+            job["native"] = True        # (the worker writes the native file too)
+        return job
 
-    def _compile(self, py, parallel: bool):
+    @property
+    def module_name(self) -> str:
+        return f"{PACKAGE}.k_{self.key[:32]}"
+
+    def _compile(self, parallel: bool):
         opts = self.opts(parallel)
-        func = py.__name__
+        func = "kernel_par" if parallel else "kernel"
         t0 = time.perf_counter()
         disp = dispatcher(self.module, func, opts)
         try:
@@ -170,6 +202,8 @@ class CompiledKernel:
             disp.compile(self.sig)
         dt = time.perf_counter() - t0
         hits = sum(disp.stats.cache_hits.values()) if opts.get("cache", True) else 0
+        if not hits and not parallel and not self.in_process:
+            native.save(disp, self.spec, self.path)
         with _lock:
             if hits:
                 stats["cache_loads"] += 1
@@ -182,18 +216,38 @@ class CompiledKernel:
         return disp
 
     def serial(self):
-        """The compiled serial kernel (compiling now if needed)."""
+        """The compiled serial kernel: loaded from its native file where that works
+        (``numba_backend.native``), else through Numba (its disk cache, or a compile)."""
         if self._serial is None:
             with self._lock:
                 if self._serial is None:
-                    self._serial = self._compile(self.py, False)
+                    fn = None if self.in_process else \
+                        native.load(self.path, self.spec, self._numba_serial)
+                    if fn is None:
+                        fn = self._compile(False)
+                    else:
+                        with _lock:
+                            stats["cache_loads"] += 1
+                            stats["native_loads"] += 1
+                        if config.log_compiles:
+                            logger.warning("Loaded kernel %s (native)", self.key[:12])
+                    self._serial = fn
         return self._serial
+
+    def _numba_serial(self):
+        """The serial kernel through Numba's dispatcher (for a call that the native
+        kernel's argument check turns away)."""
+        if self._numba is None:
+            with self._lock:
+                if self._numba is None:
+                    self._numba = self._compile(False)
+        return self._numba
 
     def parallel(self):
         if self._par is None:
             with self._lock:
                 if self._par is None:
-                    self._par = self._compile(self.py_par, True)
+                    self._par = self._compile(True)
         return self._par
 
 

@@ -142,7 +142,11 @@ def run_job(job: dict) -> None:
             continue
         kmod = load_module(k["module"], k["path"])
         dispatcher(kmod, k["func"], k["opts"]).compile(numba_types(k["sig"]))
-    dispatcher(mod, job["func"], job["opts"]).compile(numba_types(job["sig"]))
+    disp = dispatcher(mod, job["func"], job["opts"])
+    disp.compile(numba_types(job["sig"]))
+    if job.get("native"):
+        from numba_backend import native
+        native.save(disp, job["sig"], job["path"])
 
 
 def _reply(out, msg: dict) -> None:

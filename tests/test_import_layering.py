@@ -25,6 +25,7 @@ imports the family module instead); a subprocess per import order checks the res
 import ast
 import json
 import pathlib
+import pickle
 import subprocess
 import sys
 
@@ -475,6 +476,8 @@ def test_cached_libraries_load_without_their_bitcode_until_linked(tmp_path):
     warm = _cold_then_warm(
         program, tmp_path, before=
         "import llvmlite.binding as ll, numba_backend._numba as nb\n"
+        "import numba_backend.native as nv\n"
+        "nv.load = lambda *a: None     # (Numba's cache, not the native files)\n"
         "parsed, objects = [], []\n"
         "parse = ll.parse_bitcode\n"
         "ll.parse_bitcode = lambda bc: parsed.append(1) or parse(bc)\n"
@@ -519,3 +522,98 @@ def test_package_dispatchers_skip_numba_extension_init_and_users_keep_it(tmp_pat
         "print(g(1))\n")
     out = _run_python(code, tmp_path / "cache")
     assert out.splitlines() == ["[1. 2. 3.]", "18.0", "extension init", "2"], out
+
+
+_NATIVE_PROGRAM = (
+    "import sys, numpy as np, tracer, tracer.numpy as jnp\n"
+    "x = np.array([[0.0, -0.0, 3.0, 3.0, np.nan, -np.inf, 1e-30, 7.5],\n"
+    "              [2.0, 2.0, -1.0, np.inf, 0.5, -0.0, 0.0, 1e30]], np.float32)\n"
+    "i = np.array([3, -7, 0, 2**31 - 1], np.int32)\n"
+    "f = tracer.jit(lambda x, i: (jnp.max(x, axis=1), jnp.sum(jnp.exp(x) * 2.0, axis=1),\n"
+    "                             jnp.argmax(x, axis=0), jnp.tanh(x) - x.mean(), i // 3 + i % 5))\n"
+    "print(''.join(np.asarray(o).tobytes().hex() for o in f(x, i)))\n")
+
+
+def test_native_kernels_answer_as_numbas_bit_for_bit(tmp_path):
+    # numba_backend.native: a warm program loads its kernels from their native files,
+    # without Numba's dispatcher, and answers as the cold run (Numba's compile) and as a
+    # warm run through Numba's cache, bit for bit, at ties, signed zeros, inf and NaN
+    count = "from numba_backend import cache\nprint(cache.stats['native_loads'])\n"
+    native = _cold_then_warm(_NATIVE_PROGRAM, tmp_path, after=count)
+    assert int(native[0]) > 0, native
+    numba_only = _cold_then_warm(_NATIVE_PROGRAM, tmp_path, before=(
+        "import numba_backend.native as nv\nnv.load = lambda *a: None\n"), after=count)
+    assert numba_only == ["0"], numba_only
+
+
+def test_native_files_it_cannot_use_go_to_numba(tmp_path):
+    # a native file that is truncated, that needs a symbol nothing defines, or that was
+    # written under other Numba settings is not used (LLVM would end the process on an
+    # unresolved symbol); the kernel loads through Numba and the answer is the same
+    _run_python("import tracer\ntracer.config.update('jit_compile', 'sync')\n"
+                + _NATIVE_PROGRAM, tmp_path)
+    files = sorted((tmp_path / "kernels").glob("*.kernel.native"))
+    assert len(files) >= 2, files
+    originals = {p: p.read_bytes() for p in files}
+    want = None
+    for damage in ("truncate", "symbol", "stamp", None):
+        for p, data in originals.items():
+            p.write_bytes(data)
+        if damage == "truncate":
+            files[0].write_bytes(files[0].read_bytes()[:100])
+        elif damage == "symbol":
+            for p in files:
+                rec = pickle.loads(p.read_bytes())
+                assert b"\0NRT_MemInfo_call_dtor\0" in rec["object"] or \
+                    b"\0PyArg_UnpackTuple\0" in rec["object"]
+                rec["object"] = rec["object"].replace(b"\0PyArg_UnpackTuple\0",
+                                                      b"\0PyArg_UnpackTupXe\0")
+                p.write_bytes(pickle.dumps(rec))
+        env = "import os\nos.environ['NUMBA_OPT'] = '2'\n" if damage == "stamp" else ""
+        out = _run_python(env + _NATIVE_PROGRAM + "from numba_backend import cache\n"
+                          "print(cache.stats['native_loads'], cache.stats['kernels'])\n",
+                          tmp_path).splitlines()
+        loads, kernels = map(int, out[1].split())
+        if damage == "truncate":
+            assert 0 < loads == kernels - 1, out
+        elif damage is None:
+            assert loads == kernels, out
+        else:
+            assert loads == 0, (damage, out)
+        want = want or out[0]
+        assert out[0] == want, damage
+
+
+def test_a_native_kernel_called_with_other_arguments_runs_numbas(tmp_path):
+    # the executor always passes the compiled argument types; a call that does not (a
+    # strided input here) is not given to the native code but to Numba's dispatcher,
+    # with the same answer
+    out = _cold_then_warm(_NATIVE_PROGRAM, tmp_path, before=(
+        "import numba_backend.native as nv\n"
+        "calls, load = [], nv.load\n"
+        "def recording(path, spec, fallback):\n"
+        "    fn = load(path, spec, fallback)\n"
+        "    def run(*a):\n"
+        "        calls.append((fn, fallback, a))\n"
+        "        return fn(*a)\n"
+        "    return None if fn is None else run\n"
+        "nv.load = recording\n"), after=(
+        "fn, fallback, args = calls[0]\n"
+        "ins = [a for a in args if not a.flags.writeable]\n"
+        "outs = [a for a in args if a.flags.writeable]\n"
+        "want = [o.copy() for o in outs]\n"
+        "strided = []\n"
+        "for a in args:\n"
+        "    if a.flags.writeable or a.ndim == 0:\n"
+        "        strided.append(a)\n"
+        "        continue\n"
+        "    s = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)[..., ::2]\n"
+        "    s[...] = a\n"
+        "    strided.append(s)\n"
+        "for o in outs:\n"
+        "    o[...] = 0\n"
+        "print(type(fallback.__self__._numba).__name__)\n"
+        "fn(*strided)\n"
+        "print(type(fallback.__self__._numba).__name__,\n"
+        "      all(np.array_equal(o, w, equal_nan=True) for o, w in zip(outs, want)))\n"))
+    assert out == ["NoneType", "CPUDispatcher True"], out
