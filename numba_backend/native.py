@@ -21,7 +21,8 @@ written under is unchanged (the files of Numba's and llvmlite's binaries, the CP
 ``NUMBA_*`` variable, no ``.numba_config.yaml``), when every symbol its code needs is
 defined, and each call checks its arguments against the compiled types (the ones the
 executor makes always match); anything else goes to the Numba dispatcher. A file that
-cannot be read is ignored (and rewritten by the next compile).
+cannot be read, or that another kernel's compile wrote, is ignored (and rewritten by
+the next compile).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import pickle
 import sys
 import threading
 
-FORMAT = 1
+FORMAT = 2
 SUFFIX = ".kernel.native"
 _lock = threading.Lock()
 _state: dict = {}        # "engine", "dynfunc": once set up; "failed": why not
@@ -60,7 +61,8 @@ def save(dispatcher, spec, source_path: str) -> bool:
     if env is None or len(env.consts) or not isinstance(obj, bytes):
         return False
     record = {"format": FORMAT, "stamp": _stamp(), "magic": _magic(),
-              "spec": [list(s) for s in spec], "object": obj,
+              "source": os.path.basename(source_path), "spec": [list(s) for s in spec],
+              "object": obj,
               "wrapper": cres.fndesc.llvm_cpython_wrapper_name, "env": env.env_name,
               "module": cres.fndesc.modname, "name": cres.fndesc.qualname.split(".")[-1]}
     if record["stamp"] is None:
@@ -162,6 +164,7 @@ def load(source_path: str, spec, fallback):
             IndexError, TypeError, ValueError):
         return None
     if not isinstance(record, dict) or record.get("format") != FORMAT \
+            or record.get("source") != os.path.basename(source_path) \
             or record.get("spec") != [list(s) for s in spec]:
         return None
     with _lock:

@@ -547,8 +547,8 @@ def test_native_kernels_answer_as_numbas_bit_for_bit(tmp_path):
 
 
 def test_native_files_it_cannot_use_go_to_numba(tmp_path):
-    # a native file that is truncated, that needs a symbol nothing defines, or that was
-    # written under other Numba settings is not used (LLVM would end the process on an
+    # a native file that is truncated, that another kernel wrote, that needs a symbol
+    # nothing defines, or that was written under other Numba settings is not used (LLVM would end the process on an
     # unresolved symbol); the kernel loads through Numba and the answer is the same
     _run_python("import tracer\ntracer.config.update('jit_compile', 'sync')\n"
                 + _NATIVE_PROGRAM, tmp_path)
@@ -556,11 +556,16 @@ def test_native_files_it_cannot_use_go_to_numba(tmp_path):
     assert len(files) >= 2, files
     originals = {p: p.read_bytes() for p in files}
     want = None
-    for damage in ("truncate", "symbol", "stamp", None):
+    for damage in ("truncate", "swap", "symbol", "stamp", None):
         for p, data in originals.items():
             p.write_bytes(data)
         if damage == "truncate":
             files[0].write_bytes(files[0].read_bytes()[:100])
+        elif damage == "swap":      # another kernel's file, of the same argument types
+            recs = [pickle.loads(originals[p]) for p in files[:2]]
+            recs[0]["spec"], recs[1]["spec"] = recs[1]["spec"], recs[0]["spec"]
+            files[0].write_bytes(pickle.dumps(recs[1]))
+            files[1].write_bytes(pickle.dumps(recs[0]))
         elif damage == "symbol":
             for p in files:
                 rec = pickle.loads(p.read_bytes())
@@ -574,8 +579,8 @@ def test_native_files_it_cannot_use_go_to_numba(tmp_path):
                           "print(cache.stats['native_loads'], cache.stats['kernels'])\n",
                           tmp_path).splitlines()
         loads, kernels = map(int, out[1].split())
-        if damage == "truncate":
-            assert 0 < loads == kernels - 1, out
+        if damage in ("truncate", "swap"):
+            assert 0 < loads == kernels - (1 if damage == "truncate" else 2), out
         elif damage is None:
             assert loads == kernels, out
         else:
