@@ -22,5 +22,8 @@ imports ``lowering.ir`` and reads the Programs it makes.
 Importing this package does not import Numba: its modules that use Numba import it through
 ``numba_backend._numba`` (Numba without all of SciPy's linalg), so that the compile pool
 (``workers``, plain subprocesses) can start before Numba is loaded. ``import tracer``
-imports neither; the first jit does.
+imports neither; the first compile does. The path a warm program runs (``executor``,
+``cache``, ``codegen`` and the helper modules it reads, ``native``) imports no Numba at
+all: kernels load from their native files (``native``), and the helpers' registrations
+with Numba wait for its import (``lazy_numba``).
 """

@@ -1,10 +1,14 @@
 """Numba, imported once, the cheap way: every module of ``numba_backend`` that uses Numba
-imports this one first (``import numba_backend._numba``), and so does a compile worker."""
+imports this one first (``import numba_backend._numba``), and so does a compile worker.
+Once Numba is in, the helper modules' registrations that waited for it run
+(``lazy_numba.numba_ready``)."""
 
 import importlib.machinery as _machinery
 import importlib.util as _util
 import os as _os
 import sys as _sys
+
+from numba_backend.lazy_numba import numba_ready as _numba_ready
 
 
 def import_numba():
@@ -32,6 +36,7 @@ def import_numba():
     _lazy_module("importlib.metadata")
     with _skipped_imports() as skipped:
         import numba  # noqa: F401
+    _attach_loaded_extensions()
     if "yaml" in skipped.names:
         skipped.restore_yaml()
     from numba.core import cpu
@@ -46,6 +51,17 @@ def import_numba():
 
     load_additional_registries._tracer = True
     cls.load_additional_registries = load_additional_registries
+
+
+def _attach_loaded_extensions():
+    """Make the C extension modules that ``numba_backend.native`` imported by file before
+    Numba (``numba._helperlib``, ...) attributes of their packages, as an import of them
+    through Numba makes them (code that reads ``numba._helperlib`` finds them)."""
+    for name, mod in list(_sys.modules.items()):
+        parent, _, child = name.rpartition(".")
+        if parent.split(".")[0] == "numba" and parent in _sys.modules \
+                and not hasattr(_sys.modules[parent], child):
+            setattr(_sys.modules[parent], child, mod)
 
 
 class _skipped_imports:
@@ -361,3 +377,4 @@ import_numba()
 load_without_refresh()
 _spare_warm_imports()
 _defer_shared_modules()
+_numba_ready()

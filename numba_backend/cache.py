@@ -25,11 +25,9 @@ import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # Numba's OpenMP pool beside OpenBLAS's
 
-import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
-import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
-from numba_backend import codegen, native  # noqa: E402
+from numba_backend import codegen, lazy_numba, native  # noqa: E402
 from numba_backend.compile_worker import (PACKAGE, array_spec, dispatcher,  # noqa: E402
                                           ensure_package, numba_types)
 from tracer.config import config  # noqa: E402
@@ -99,7 +97,7 @@ class CompiledKernel:
         _write_source(self.path, source.text)
         self._module = None
         self._serial = None
-        self._numba = None      # the Numba dispatcher, where the native file is used
+        self._numba = None      # the serial variant's Numba dispatcher
         self._par = None
         self.par_job = None    # Future of a compile worker's reply (parallel variant)
         self.failed = None
@@ -135,6 +133,7 @@ class CompiledKernel:
         mod = sys.modules.get(name)
         if mod is not None:
             return mod
+        import numba_backend._numba  # noqa: F401  (before the module's ``import numba``)
         ensure_package()
         spec = importlib.util.spec_from_file_location(name, self.path)
         mod = importlib.util.module_from_spec(spec)
@@ -216,15 +215,16 @@ class CompiledKernel:
         return disp
 
     def serial(self):
-        """The compiled serial kernel: loaded from its native file where that works
-        (``numba_backend.native``), else through Numba (its disk cache, or a compile)."""
+        """The compiled serial kernel, a callable: loaded from its native file where that
+        works (``numba_backend.native``), else Numba's dispatcher (its disk cache, or a
+        compile)."""
         if self._serial is None:
             with self._lock:
                 if self._serial is None:
                     fn = None if self.in_process else \
-                        native.load(self.path, self.spec, self._numba_serial)
+                        native.load(self.path, self.spec, self.dispatcher)
                     if fn is None:
-                        fn = self._compile(False)
+                        fn = self.dispatcher()
                     else:
                         with _lock:
                             stats["cache_loads"] += 1
@@ -234,9 +234,10 @@ class CompiledKernel:
                     self._serial = fn
         return self._serial
 
-    def _numba_serial(self):
-        """The serial kernel through Numba's dispatcher (for a call that the native
-        kernel's argument check turns away)."""
+    def dispatcher(self):
+        """The serial kernel's Numba dispatcher: for the loop runner and drivers, which
+        call kernels by address, and for a call that the native kernel's argument check
+        turns away."""
         if self._numba is None:
             with self._lock:
                 if self._numba is None:
@@ -258,9 +259,11 @@ def on_disk(path: str, func: str) -> bool:
     """Whether Numba's cache probably holds function ``func`` of the generated module at
     ``path`` (its index file exists): then loading it takes milliseconds and is worth
     doing at once, even in "async" mode."""
-    if numba.config.CACHE_DIR:     # NUMBA_CACHE_DIR: where Numba's locator puts it
+    cache_dir = lazy_numba.setting("CACHE_DIR", "NUMBA_CACHE_DIR", str, "")
+    if cache_dir:     # NUMBA_CACHE_DIR: where Numba's locator puts it
+        import numba_backend._numba  # noqa: F401  (Numba the cheap way)
         from numba.core.caching import UserProvidedCacheLocator
-        d = os.path.join(numba.config.CACHE_DIR,
+        d = os.path.join(cache_dir,
                          UserProvidedCacheLocator.get_suitable_cache_subpath(path))
     else:
         d = os.path.join(os.path.dirname(path), "__pycache__")
@@ -282,9 +285,11 @@ def _listdir(d):
 
 def _is_cache_error(e: Exception) -> bool:
     import pickle
+
+    from numba.core.errors import NumbaError
     return isinstance(e, (EOFError, pickle.UnpicklingError, OSError, AttributeError,
                           ImportError, IndexError, KeyError, TypeError)) and \
-        not isinstance(e, numba.core.errors.NumbaError)
+        not isinstance(e, NumbaError)
 
 
 def get_kernel(source, kernel) -> CompiledKernel:

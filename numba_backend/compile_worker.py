@@ -77,6 +77,7 @@ def load_module(name: str, path: str):
     """Import a generated module from ``path`` as ``name`` (once per process)."""
     mod = sys.modules.get(name)
     if mod is None:
+        import numba_backend._numba  # noqa: F401  (before the module's ``import numba``)
         ensure_package()
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)

@@ -858,7 +858,7 @@ class Driver:
             elif h.in_process:
                 # its executor's dispatcher, compiled for ``spec`` (no disk cache to
                 # load a second copy from)
-                disp = h.serial()
+                disp = h.dispatcher()
                 disp.disable_compile()
             else:   # (after a worker's compile: disk-cache loads)
                 disp = _kernel_for_driver(h.module, "kernel", h.opts(False), sig)

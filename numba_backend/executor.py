@@ -39,7 +39,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from lowering.ir import HostStep, KernelStep, LibraryCall, Program
-from numba_backend import cache, codegen, library, memory, threads
+from numba_backend import cache, codegen, lazy_numba, library, memory, threads
 from numba_backend.compile_worker import library_job
 from numba_backend.storage import needs_view, to_storage
 from numba_backend.workers import pool
@@ -97,8 +97,8 @@ _background = _Background()
 
 
 def _flags() -> str:
-    import numba
-    return "boundscheck" if numba.config.BOUNDSCHECK else ""
+    return "boundscheck" if lazy_numba.setting("BOUNDSCHECK", "NUMBA_BOUNDSCHECK", int,
+                                               None) else ""
 
 
 def _prep(a) -> np.ndarray:
@@ -853,8 +853,8 @@ _par_ok = None
 def _parallel_ok() -> bool:
     global _par_ok
     if _par_ok is None:
-        import numba
-        _par_ok = numba.config.NUMBA_NUM_THREADS > 1
+        _par_ok = lazy_numba.setting("NUMBA_NUM_THREADS", "NUMBA_NUM_THREADS", int,
+                                     lazy_numba.default_num_threads) > 1
     return _par_ok and threads.parallel_ok()
 
 

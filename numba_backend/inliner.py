@@ -24,8 +24,7 @@ import linecache
 import textwrap
 
 import numpy as np
-import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
-from numba.extending import register_jitable
+from numba_backend.lazy_numba import register_jitable
 
 _INLINE: dict = {}          # (module, qualname) -> python function
 

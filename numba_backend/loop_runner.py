@@ -574,7 +574,7 @@ class ScanRunner:
                 continue
             if callee[0] == "kernel":
                 # (one kernel module can serve several dtypes: this step's own signature)
-                disp, sig = ex.handles[callee[1]].serial(), callee[2]
+                disp, sig = ex.handles[callee[1]].dispatcher(), callee[2]
                 disp.compile(sig)
             else:
                 disp = getattr(driver_runtime, callee[0])

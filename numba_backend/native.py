@@ -21,8 +21,9 @@ written under is unchanged (the files of Numba's and llvmlite's binaries, the CP
 ``NUMBA_*`` variable, no ``.numba_config.yaml``), when every symbol its code needs is
 defined, and each call checks its arguments against the compiled types (the ones the
 executor makes always match); anything else goes to the Numba dispatcher. A file that
-cannot be read, or that another kernel's compile wrote, is ignored (and rewritten by
-the next compile).
+cannot be read, whose checksum does not match (damaged on disk: its code could crash the
+process), or that another kernel's compile wrote, is ignored (and rewritten by the next
+compile).
 """
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ import os
 import pickle
 import sys
 import threading
+import zlib
 
-FORMAT = 2
+FORMAT = 3
+_HEADER = b"tracer native kernel 3\n"   # then the CRC-32 of the pickled record, the record
 SUFFIX = ".kernel.native"
 _lock = threading.Lock()
 _state: dict = {}        # "engine", "dynfunc": once set up; "failed": why not
@@ -69,9 +72,10 @@ def save(dispatcher, spec, source_path: str) -> bool:
         return False
     path = path_for(source_path)
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    payload = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
     try:
         with open(tmp, "wb") as f:
-            pickle.dump(record, f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.write(_HEADER + zlib.crc32(payload).to_bytes(4, "little") + payload)
         os.replace(tmp, path)
     except OSError:
         try:
@@ -159,9 +163,14 @@ def load(source_path: str, spec, fallback):
     path = path_for(source_path)
     try:
         with open(path, "rb") as f:
-            record = pickle.load(f)
+            data = f.read()
+        n = len(_HEADER)
+        if data[:n] != _HEADER or \
+                zlib.crc32(data[n + 4:]) != int.from_bytes(data[n:n + 4], "little"):
+            return None     # another format, or damaged (its code must not run)
+        record = pickle.loads(data[n + 4:])
     except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
-            IndexError, TypeError, ValueError):
+            IndexError, TypeError, ValueError, MemoryError):
         return None
     if not isinstance(record, dict) or record.get("format") != FORMAT \
             or record.get("source") != os.path.basename(source_path) \
@@ -218,6 +227,8 @@ def _setup() -> bool:
         dynfunc = _extension("numba._dynfunc")
         nrt = _extension("numba.core.runtime._nrt_python")
         _register_symbols(ll, helperlib, dynfunc, nrt)
+        if _nrt_stats():
+            nrt.memsys_enable_stats()
         target = ll.Target.from_triple(ll.get_process_triple())
         tm = target.create_target_machine(
             cpu=ll.get_host_cpu_name(), features=ll.get_host_cpu_features().flatten(),
@@ -230,6 +241,12 @@ def _setup() -> bool:
     _state.update(engine=engine, tm=tm, ll=ll, dynfunc=dynfunc, stamp=stamp,
                   magic=_magic())
     return True
+
+
+def _nrt_stats() -> bool:
+    """Numba's ``NRT_STATS`` (NRT counts allocations where it is set)."""
+    from numba_backend.lazy_numba import setting
+    return bool(setting("NRT_STATS", "NUMBA_NRT_STATS", int, 0))
 
 
 def _register_symbols(ll, helperlib, dynfunc, nrt):

@@ -31,10 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic, overload, register_jitable
+from numba_backend.lazy_numba import register_jitable, when_numba
 
 STACK = 64        # deeper than any recursion over 2**63 elements
 BLOCK = 256       # the nodes a kernel buffers: two leaves (small enough that filling
@@ -102,6 +99,7 @@ def _llvm_pairwise(module, elt, cplx, cached):
     ``cached`` (data in L1: a kernel's buffer), a node whose halves are both leaves runs
     their loops interleaved (two independent chains of additions: twice the throughput
     of one); reading memory, one leaf after the other streams faster."""
+    from numba.core import cgutils
     i64 = ir.IntType(64)
     i32 = ir.IntType(32)
     ptr = elt.as_pointer()
@@ -234,6 +232,7 @@ def _llvm_pairwise_entry(module, elt, cplx, cached):
     eight reals (NumPy's small leaf) is summed there, from -0.0 one element at a time as
     the leaf does, and a longer one calls the recursive function. A kernel summing short
     runs (the three coordinates of each pair in an n-body step) paid a call per run."""
+    from numba.core import cgutils
     rec = _llvm_pairwise(module, elt, cplx, cached)
     fn = cgutils.get_or_insert_function(module, rec.function_type, rec.name + "_entry")
     if not fn.is_declaration:
@@ -269,6 +268,9 @@ def _llvm_pairwise_entry(module, elt, cplx, cached):
 
 
 def _pairwise_intrinsic(cached):
+    from numba import types
+    from numba.extending import intrinsic
+
     def typer(typingctx, b, lo, n):
         cplx = isinstance(b.dtype, types.Complex)
         ft = b.dtype.underlying_float if cplx else b.dtype
@@ -292,6 +294,7 @@ def _pairwise_intrinsic(cached):
 
 
 def _pairwise_overload(cached):
+    from numba import types
     intr = _pairwise_intrinsic(cached)
 
     def ol(b, lo, n):
@@ -315,8 +318,15 @@ def pairwise_cached(b, lo, n):
     return pairwise(b, lo, n)
 
 
-overload(pairwise)(_pairwise_overload(False))
-overload(pairwise_cached)(_pairwise_overload(True))
+def _register_pairwise():
+    """``pairwise`` and ``pairwise_cached`` compiled (when Numba is imported:
+    ``lazy_numba``)."""
+    from numba.extending import overload
+    overload(pairwise)(_pairwise_overload(False))
+    overload(pairwise_cached)(_pairwise_overload(True))
+
+
+when_numba(_register_pairwise)
 
 
 @register_jitable

@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import numba_backend._numba  # noqa: F401  (first: Numba the cheap way)
-from numba.extending import register_jitable
+from numba_backend.lazy_numba import register_jitable
 
 # ----------------------------------- float16 --------------------------------------------
 # Numba has no float16 on the CPU: float16 arrays are passed as uint16 bit patterns and

@@ -136,8 +136,8 @@ def apply() -> None:
             if size != last:
                 lib.set_num_threads(size)
                 entry[2] = size
-    if "NUMBA_NUM_THREADS" in os.environ:
-        return
+    if "NUMBA_NUM_THREADS" in os.environ or "numba.np.ufunc.parallel" not in sys.modules:
+        return      # (no parallel kernel has run: Numba's pool does not exist)
     import numba
     from numba.np.ufunc import parallel
     if not parallel._is_initialized:

@@ -90,18 +90,17 @@ from fractions import Fraction
 
 import numpy as np
 from llvmlite import ir as llvm_ir
-from numba.core import types as nb_types
-from numba.extending import intrinsic, overload
-
 from numba_backend.inliner import inline_source, kernel_import
+from numba_backend.lazy_numba import when_numba
 
 # ---------------------------------------- fma ---------------------------------------------
 
 
-@intrinsic
 def _fma_llvm(typingctx, a, b, c):
-    """``llvm.fma`` of three floats of one type: one rounding; on this backend's x86 targets
-    LLVM emits vfmadd (FMA3) and vectorizes it, or calls libm's fma without FMA."""
+    """``llvm.fma`` of three floats of one type (the intrinsic's typer): one rounding; on
+    this backend's x86 targets LLVM emits vfmadd (FMA3) and vectorizes it, or calls
+    libm's fma without FMA."""
+    from numba.core import types as nb_types
     if not (isinstance(a, nb_types.Float) and a == b == c):
         return None
 
@@ -131,11 +130,21 @@ def fma(a, b, c):
         return np.float64(a * b + c)
 
 
-@overload(fma)
-def _fma_overload(a, b, c):
-    if isinstance(a, nb_types.Float) and a == b == c:
-        return lambda a, b, c: _fma_llvm(a, b, c)
-    return None
+def _register_fma():
+    """``fma``'s compiled version, ``llvm.fma`` (when Numba is imported:
+    ``lazy_numba``)."""
+    from numba.core import types as nb_types
+    from numba.extending import intrinsic, overload
+    fma_llvm = intrinsic(_fma_llvm)
+
+    @overload(fma)
+    def _fma_overload(a, b, c):
+        if isinstance(a, nb_types.Float) and a == b == c:
+            return lambda a, b, c: fma_llvm(a, b, c)
+        return None
+
+
+when_numba(_register_fma)
 
 
 # ---------------------------------------- exp ---------------------------------------------

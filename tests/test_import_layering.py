@@ -546,9 +546,22 @@ def test_native_kernels_answer_as_numbas_bit_for_bit(tmp_path):
     assert numba_only == ["0"], numba_only
 
 
+def _native_record(data):
+    from numba_backend import native
+    return pickle.loads(data[len(native._HEADER) + 4:])
+
+
+def _native_file(record):
+    import zlib
+
+    from numba_backend import native
+    payload = pickle.dumps(record)
+    return native._HEADER + zlib.crc32(payload).to_bytes(4, "little") + payload
+
+
 def test_native_files_it_cannot_use_go_to_numba(tmp_path):
-    # a native file that is truncated, that another kernel wrote, that needs a symbol
-    # nothing defines, or that was written under other Numba settings is not used (LLVM would end the process on an
+    # a native file that is truncated or damaged, that another kernel wrote, that needs a
+    # symbol nothing defines, or that was written under other Numba settings is not used (LLVM would end the process on an
     # unresolved symbol); the kernel loads through Numba and the answer is the same
     _run_python("import tracer\ntracer.config.update('jit_compile', 'sync')\n"
                 + _NATIVE_PROGRAM, tmp_path)
@@ -556,31 +569,35 @@ def test_native_files_it_cannot_use_go_to_numba(tmp_path):
     assert len(files) >= 2, files
     originals = {p: p.read_bytes() for p in files}
     want = None
-    for damage in ("truncate", "swap", "symbol", "stamp", None):
+    for damage in ("truncate", "bit", "swap", "symbol", "stamp", None):
         for p, data in originals.items():
             p.write_bytes(data)
         if damage == "truncate":
             files[0].write_bytes(files[0].read_bytes()[:100])
+        elif damage == "bit":       # one bit of the object code flipped (a crash if run)
+            data = bytearray(files[0].read_bytes())
+            data[len(data) // 2] ^= 8
+            files[0].write_bytes(bytes(data))
         elif damage == "swap":      # another kernel's file, of the same argument types
-            recs = [pickle.loads(originals[p]) for p in files[:2]]
+            recs = [_native_record(originals[p]) for p in files[:2]]
             recs[0]["spec"], recs[1]["spec"] = recs[1]["spec"], recs[0]["spec"]
-            files[0].write_bytes(pickle.dumps(recs[1]))
-            files[1].write_bytes(pickle.dumps(recs[0]))
+            files[0].write_bytes(_native_file(recs[1]))
+            files[1].write_bytes(_native_file(recs[0]))
         elif damage == "symbol":
             for p in files:
-                rec = pickle.loads(p.read_bytes())
+                rec = _native_record(p.read_bytes())
                 assert b"\0NRT_MemInfo_call_dtor\0" in rec["object"] or \
                     b"\0PyArg_UnpackTuple\0" in rec["object"]
                 rec["object"] = rec["object"].replace(b"\0PyArg_UnpackTuple\0",
                                                       b"\0PyArg_UnpackTupXe\0")
-                p.write_bytes(pickle.dumps(rec))
+                p.write_bytes(_native_file(rec))
         env = "import os\nos.environ['NUMBA_OPT'] = '2'\n" if damage == "stamp" else ""
         out = _run_python(env + _NATIVE_PROGRAM + "from numba_backend import cache\n"
                           "print(cache.stats['native_loads'], cache.stats['kernels'])\n",
                           tmp_path).splitlines()
         loads, kernels = map(int, out[1].split())
-        if damage in ("truncate", "swap"):
-            assert 0 < loads == kernels - (1 if damage == "truncate" else 2), out
+        if damage in ("truncate", "bit", "swap"):
+            assert 0 < loads == kernels - (2 if damage == "swap" else 1), out
         elif damage is None:
             assert loads == kernels, out
         else:
@@ -622,3 +639,24 @@ def test_a_native_kernel_called_with_other_arguments_runs_numbas(tmp_path):
         "print(type(fallback.__self__._numba).__name__,\n"
         "      all(np.array_equal(o, w, equal_nan=True) for o, w in zip(outs, want)))\n"))
     assert out == ["NoneType", "CPUDispatcher True"], out
+
+
+def test_a_warm_program_never_imports_numba_and_can_still_compile(tmp_path):
+    # numba_backend.lazy_numba: a program whose kernels all load from their native files
+    # does not import Numba (its helper modules' registrations wait for it); a compile
+    # later in that process imports it, registers them and answers as NumPy does
+    program = _NATIVE_PROGRAM.replace("print(", "a = (") + (
+        "w = np.linspace(-1.0, 1.0, 12).reshape(4, 3).astype(np.float32)\n"
+        "g = tracer.jit(tracer.grad(lambda w, x: jnp.sum(jnp.tanh(x[:, :4] @ w) ** 2)))\n"
+        "print(a, np.asarray(g(w, np.nan_to_num(x, posinf=1.0, neginf=-1.0))).tobytes().hex())\n")
+    warm = _cold_then_warm(program, tmp_path, after=(
+        "from numba_backend import cache\n"
+        "print('numba' in sys.modules, cache.stats['native_loads'] > 0, "
+        "cache.stats['compiled'])\n"
+        "tracer.config.update('jit_compile', 'sync')\n"
+        "y = np.linspace(0.0, 3.0, 700).reshape(7, 100)\n"
+        "h = tracer.jit(lambda y: jnp.sum(jnp.exp(-y) * 3.0, axis=1) + jnp.max(y, axis=1))\n"
+        "want = np.sum(np.exp(-y) * 3.0, axis=1) + np.max(y, axis=1)\n"
+        "print(np.array_equal(np.asarray(h(y)), want), 'numba' in sys.modules, "
+        "cache.stats['compiled'] > 0)\n"))
+    assert warm == ["False True 0", "True True True"], warm
