@@ -21,18 +21,24 @@ _lock = threading.Lock()
 
 
 def when_numba(register) -> None:
-    """Call ``register()`` (a registration with Numba's extension API) once Numba is
-    imported: now, where it is."""
+    """Call ``register()`` (a registration with Numba's extension API) before the first
+    compile: now, where ``numba_ready`` has run.
+
+    Not at once where Numba is merely in ``sys.modules``: another thread may be
+    importing it then, and a second thread importing ``numba.extending`` meanwhile
+    deadlocks or finds it half initialized."""
     with _lock:
-        if not _ready and "numba" not in sys.modules:
+        if not _ready:
             _pending.append(register)
             return
     register()
 
 
 def numba_ready() -> None:
-    """Run the registrations that waited (``numba_backend._numba`` calls this once it
-    has imported Numba, before any compile)."""
+    """Run the registrations that waited. ``numba_backend._numba`` calls this once it
+    has imported Numba, before any compile of this package; Numba calls it before its
+    first compile of anyone else's function (this package's ``numba_extensions`` entry
+    point, so that a user's own ``numba.njit`` code can call the helpers)."""
     global _ready
     with _lock:
         todo = list(_pending)

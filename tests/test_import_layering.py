@@ -660,3 +660,67 @@ def test_a_warm_program_never_imports_numba_and_can_still_compile(tmp_path):
         "print(np.array_equal(np.asarray(h(y)), want), 'numba' in sys.modules, "
         "cache.stats['compiled'] > 0)\n"))
     assert warm == ["False True 0", "True True True"], warm
+
+
+def test_the_backend_helpers_serve_a_users_own_numba_code(tmp_path):
+    # numba_backend.lazy_numba: a user who imports Numba after the helper modules and
+    # compiles a function calling them finds them registered (this package's
+    # numba_extensions entry point runs the registrations before Numba's first compile)
+    out = _run_python(
+        "import numpy as np\n"
+        "import numba_backend.scalar as S, numba_backend.vecmath as V\n"
+        "import numba_backend.pairwise as P\n"
+        "import numba\n"
+        "@numba.njit\n"
+        "def f(x, a):\n"
+        "    return S.f16_to_f32(np.uint16(15360)), V.fma(x, x, x), "
+        "P.pairwise(a, 0, a.shape[0])\n"
+        "print(f(0.5, np.arange(1000.0)))\n", tmp_path)
+    assert out.strip() == "(1.0, 0.75, 499500.0)", out
+
+
+def test_threads_making_their_first_calls_at_once_in_a_warm_process(tmp_path):
+    # many threads' first jitted calls at the same moment, in a process that has not
+    # imported Numba: the ones whose library kernels or loops need it import it once
+    # (no thread registers the helpers with a half-imported Numba: that deadlocked, or
+    # found numba.core.extending half initialized); every answer is the cold run's
+    program = (
+        "import sys, threading, numpy as np, tracer, tracer.numpy as jnp\n"
+        "from tracer import lax\n"
+        "rng = np.random.default_rng(0)\n"
+        "x = rng.standard_normal((37, 53))\n"
+        "xf = x.astype(np.float32)\n"
+        "img = rng.standard_normal((2, 3, 9, 9)).astype(np.float32)\n"
+        "ker = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)\n"
+        "def scan(a):\n"
+        "    return lax.scan(lambda c, r: (c * 0.9 + jnp.sin(r), c.sum()),\n"
+        "                    jnp.zeros(a.shape[1]), a)\n"
+        "jobs = [(lambda a: jnp.sum(a, axis=0), xf), (lambda a: jnp.exp(a), xf),\n"
+        "        (lambda a: jnp.exp(a.astype(jnp.float16)) * 2, xf),\n"
+        "        (lambda a: jnp.cumsum(a, axis=1), x), (lambda a: jnp.sort(a, axis=0), x),\n"
+        "        (lambda a, k: lax.conv_general_dilated(a, k, (1, 1), 'SAME'), img, ker),\n"
+        "        (scan, x), (tracer.grad(lambda a: jnp.sum(jnp.tanh(a) ** 2)), x),\n"
+        "        (lambda a: lax.fori_loop(0, 5, lambda i, v: v * 1.01 + jnp.exp(-v), a), xf),\n"
+        "        (tracer.vmap(lambda a: jnp.dot(a, a)), x),\n"
+        "        (lambda a: (jnp.argmax(a, axis=1), jnp.max(a)), x)]\n"
+        "out, errors = [None] * len(jobs), []\n"
+        "start = threading.Barrier(len(jobs))\n"
+        "def work(i):\n"
+        "    start.wait()\n"
+        "    try:\n"
+        "        leaves = tracer.tree_util.tree_leaves(tracer.jit(jobs[i][0])(*jobs[i][1:]))\n"
+        "        out[i] = ''.join(np.asarray(v).tobytes().hex() for v in leaves)\n"
+        "    except Exception as e:\n"
+        "        errors.append(repr(e))\n"
+        "threads = [threading.Thread(target=work, args=(i,)) for i in range(len(jobs))]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "print(errors or ' '.join(out))\n")
+    _run_python("import tracer\ntracer.config.update('jit_compile', 'sync')\n" + program,
+                tmp_path)
+    for _ in range(2):
+        warm = _cold_then_warm(program, tmp_path, before=(
+            "import logging\n"
+            "logging.getLogger('tracer').addFilter(lambda r: print('LOG', r.getMessage()))\n"),
+            after="")
+        assert not any(line.startswith("LOG") for line in warm), warm
