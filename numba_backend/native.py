@@ -89,8 +89,8 @@ def save(dispatcher, spec, source_path: str) -> bool:
 def _stamp():
     """What the object code depends on besides its source: the binaries of Numba and
     llvmlite (their file sizes and times), the Python version and Numba's settings (its
-    environment variables; a ``.numba_config.yaml`` in the working directory rules this
-    path out). None when one cannot be read."""
+    environment variables but for ``_NOT_CODE``; a ``.numba_config.yaml`` in the working
+    directory rules this path out). None when one cannot be read."""
     if os.path.isfile(".numba_config.yaml"):
         return None
     files = []
@@ -101,8 +101,14 @@ def _stamp():
             return None
         st = os.stat(path)
         files.append((os.path.basename(path), st.st_size, st.st_mtime_ns))
-    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("NUMBA_"))
+    env = sorted((k, v) for k, v in os.environ.items()
+                 if k.startswith("NUMBA_") and k not in _NOT_CODE)
     return (sys.version, tuple(files), tuple(env))
+
+
+# Numba's settings that do not change a serial kernel's machine code: where its thread
+# pool runs parallel kernels and where its own cache lives
+_NOT_CODE = frozenset(("NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "NUMBA_CACHE_DIR"))
 
 
 def _package_file(pkg: str, stem: str):

@@ -591,7 +591,8 @@ def test_native_files_it_cannot_use_go_to_numba(tmp_path):
                 rec["object"] = rec["object"].replace(b"\0PyArg_UnpackTuple\0",
                                                       b"\0PyArg_UnpackTupXe\0")
                 p.write_bytes(_native_file(rec))
-        env = "import os\nos.environ['NUMBA_OPT'] = '2'\n" if damage == "stamp" else ""
+        env = "import os\nos.environ['NUMBA_OPT'] = '2'\n" if damage == "stamp" else \
+            "import os\nos.environ['NUMBA_NUM_THREADS'] = '1'\n"   # (no change to code)
         out = _run_python(env + _NATIVE_PROGRAM + "from numba_backend import cache\n"
                           "print(cache.stats['native_loads'], cache.stats['kernels'])\n",
                           tmp_path).splitlines()
