@@ -20,9 +20,11 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import threading
 
 _found = False
 _functions = None
+_lock = threading.Lock()
 
 
 def _library_paths():
@@ -49,10 +51,18 @@ def functions() -> dict | None:
     """{"sgemm", "dgemm", "cgemm", "zgemm", "sgemv", ... : address} of NumPy's BLAS
     (Fortran interface), with "int_bytes": the width of its integer arguments (8 for an
     ILP64 build); None when not found."""
-    global _found, _functions, _path
+    global _found
     if _found:
         return _functions
-    _found = True
+    with _lock:     # (a second thread must not see the search begun and None found)
+        if not _found:
+            _search()
+            _found = True
+    return _functions
+
+
+def _search() -> None:
+    global _functions, _path
     for path in _library_paths():
         try:
             lib = ctypes.CDLL(path)    # (already loaded by NumPy: the same instance)
@@ -69,5 +79,4 @@ def functions() -> dict | None:
                 continue
             _functions = dict(addrs, int_bytes=width)
             _path = path
-            return _functions
-    return None
+            return

@@ -295,3 +295,32 @@ def test_a_single_contracted_element_gives_numpys_signed_zeros(dtype, runner, mo
         got = np.asarray(tracer.jit(f)(a, b))
         np.testing.assert_array_equal(_bits(got), _bits(eager))
     np.testing.assert_array_equal(_bits(np.asarray(tracer.jit(progs[0])(a, b))), _bits(want))
+
+
+def test_threads_asking_for_numpys_blas_at_once_all_find_it(monkeypatch):
+    # numba_backend.numpy_blas.functions: a thread that asked while another was still
+    # searching got None (its kernels then keyed "none" BLAS in the helper hash, and the
+    # next process recompiled them); every caller now gets the one search's answer
+    import threading
+    import time
+
+    from numba_backend import numpy_blas
+    want = numpy_blas.functions()
+    paths = numpy_blas._library_paths
+
+    def slow_paths():
+        time.sleep(0.05)
+        return paths()
+    monkeypatch.setattr(numpy_blas, "_library_paths", slow_paths)
+    monkeypatch.setattr(numpy_blas, "_found", False)
+    monkeypatch.setattr(numpy_blas, "_functions", None)
+    start = threading.Barrier(4)
+    got = []
+
+    def ask():
+        start.wait()
+        got.append(numpy_blas.functions())
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert got == [want] * 4, got
