@@ -348,12 +348,23 @@ def elf_symbols(obj):
         return None
 
 
+_checkers: dict = {}
+
+
 def _checked(fn, spec, fallback, name):
     """``fn`` behind a check of its arguments against ``spec`` (type, dtype, number of
     dimensions, C-contiguous and aligned; writable where the kernel writes), generated
-    as one function: a call that does not match goes to ``fallback()``."""
+    as one function per signature: a call that does not match goes to ``fallback()``."""
+    key = (name, tuple(tuple(s) for s in spec))
+    make = _checkers.get(key)
+    if make is None:
+        make = _checkers[key] = _checker(spec, name)
+    return make(fn, fallback)
+
+
+def _checker(spec, name):
     import numpy as np
-    g = {"F": fn, "nd": np.ndarray, "slow": fallback}
+    g = {"nd": np.ndarray}
     params, conds = [], []
     for i, (dt, ndim, readonly, *_) in enumerate(spec):
         a = f"a{i}"
@@ -364,9 +375,11 @@ def _checked(fn, spec, fallback, name):
         conds.append(f"type({a}) is nd and ({a}.dtype is D{i} or {a}.dtype == D{i}) "
                      f"and {a}.ndim == {int(ndim)} and {flags}")
     args = ", ".join(params)
-    src = (f"def {name}({args}):\n"
-           f"    if {' and '.join(conds) or 'True'}:\n"
-           f"        return F({args})\n"
-           f"    return slow()({args})\n")
+    src = (f"def make(F, slow):\n"
+           f"    def {name}({args}):\n"
+           f"        if {' and '.join(conds) or 'True'}:\n"
+           f"            return F({args})\n"
+           f"        return slow()({args})\n"
+           f"    return {name}\n")
     exec(compile(src, f"<native kernel {name}>", "exec"), g)
-    return g[name]
+    return g["make"]
