@@ -3,7 +3,6 @@ imports this one first (``import numba_backend._numba``), and so does a compile 
 Once Numba is in, the helper modules' registrations that waited for it run
 (``lazy_numba.numba_ready``)."""
 
-import importlib.machinery as _machinery
 import importlib.util as _util
 import os as _os
 import sys as _sys
@@ -136,17 +135,13 @@ def _import_arraymath():
         return
     placed = None
     if "scipy.linalg" not in _sys.modules:
+        from numba_backend import native
         try:
-            import scipy
-            d = _os.path.join(scipy.__path__[0], "linalg")
             name = "scipy.linalg.cython_blas"
-            fn = next(f for f in _os.listdir(d) if f.startswith("cython_blas.")
-                      and f.endswith(tuple(_machinery.EXTENSION_SUFFIXES)))
-            loader = _machinery.ExtensionFileLoader(name, _os.path.join(d, fn))
-            mod = _util.module_from_spec(_util.spec_from_loader(name, loader))
-            loader.exec_module(mod)
-            placed = _sys.modules.setdefault(name, mod)
-        except Exception:     # no SciPy, another layout: Numba's own check decides
+            path = native.package_file("scipy/linalg", "cython_blas")
+            if path is not None:
+                placed = _sys.modules.setdefault(name, native.load_extension(name, path))
+        except Exception:     # another layout: Numba's own check decides
             placed = None
     try:
         import numba.np.arraymath  # noqa: F401  (runs the BLAS check)
@@ -263,18 +258,16 @@ _nrt_symbols_registered = []
 
 def _register_nrt_symbols():
     """The part of Numba's ``rtsys.initialize`` that loaded code needs: LLVM's symbols
-    for NRT's C functions (and NRT's statistics switched on where Numba's config asks)."""
+    for NRT's C functions (``native.register_nrt``)."""
     if _nrt_symbols_registered:
         return
-    from numba.core import config
     from numba.core.runtime import _nrt_python as _nrt
     from numba.core.runtime import rtsys
     if not rtsys._init:
         import llvmlite.binding as ll
-        if config.NRT_STATS:
-            _nrt.memsys_enable_stats()
-        for py_name, address in _nrt.c_helpers.items():
-            ll.add_symbol(py_name if py_name.startswith("_") else "NRT_" + py_name, address)
+
+        from numba_backend.native import register_nrt
+        register_nrt(ll, _nrt)
     _nrt_symbols_registered.append(True)
 
 

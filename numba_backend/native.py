@@ -96,7 +96,7 @@ def _stamp():
     files = []
     for pkg, stem in (("numba", "_helperlib"), ("numba", "_dynfunc"),
                       ("numba/core/runtime", "_nrt_python"), ("llvmlite/binding", "")):
-        path = _package_file(pkg, stem)
+        path = package_file(pkg, stem)
         if path is None:
             return None
         st = os.stat(path)
@@ -111,7 +111,7 @@ def _stamp():
 _NOT_CODE = frozenset(("NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "NUMBA_CACHE_DIR"))
 
 
-def _package_file(pkg: str, stem: str):
+def package_file(pkg: str, stem: str):
     """The path of an extension module (``stem``) or of llvmlite's shared library (empty
     ``stem``) in an installed package directory, found without importing it."""
     import importlib.machinery as machinery
@@ -198,16 +198,22 @@ def _extension(name: str):
     mod = sys.modules.get(name)
     if mod is not None:
         return mod
-    import importlib.machinery as machinery
-    import importlib.util as util
     pkg, _, stem = name.rpartition(".")
-    path = _package_file(pkg.replace(".", "/"), stem)
+    path = package_file(pkg.replace(".", "/"), stem)
     if path is None:
         raise ImportError(f"no {name}")
+    return sys.modules.setdefault(name, load_extension(name, path))
+
+
+def load_extension(name: str, path: str):
+    """The extension module at ``path``, executed as ``name`` without importing its
+    package (nor putting it into ``sys.modules``)."""
+    import importlib.machinery as machinery
+    import importlib.util as util
     loader = machinery.ExtensionFileLoader(name, path)
     mod = util.module_from_spec(util.spec_from_loader(name, loader))
     loader.exec_module(mod)
-    return sys.modules.setdefault(name, mod)
+    return mod
 
 
 def _init_llvm(ll):
@@ -232,9 +238,8 @@ def _setup() -> bool:
         helperlib = _extension("numba._helperlib")
         dynfunc = _extension("numba._dynfunc")
         nrt = _extension("numba.core.runtime._nrt_python")
-        _register_symbols(ll, helperlib, dynfunc, nrt)
-        if _nrt_stats():
-            nrt.memsys_enable_stats()
+        _register_symbols(ll, helperlib, dynfunc)
+        register_nrt(ll, nrt)
         target = ll.Target.from_triple(ll.get_process_triple())
         tm = target.create_target_machine(
             cpu=ll.get_host_cpu_name(), features=ll.get_host_cpu_features().flatten(),
@@ -249,14 +254,18 @@ def _setup() -> bool:
     return True
 
 
-def _nrt_stats() -> bool:
-    """Numba's ``NRT_STATS`` (NRT counts allocations where it is set)."""
+def register_nrt(ll, nrt) -> None:
+    """LLVM's names for NRT's C functions (``rtsys.initialize``'s), and NRT's allocation
+    statistics switched on where Numba's ``NRT_STATS`` asks."""
     from numba_backend.lazy_numba import setting
-    return bool(setting("NRT_STATS", "NUMBA_NRT_STATS", int, 0))
+    if setting("NRT_STATS", "NUMBA_NRT_STATS", int, 0):
+        nrt.memsys_enable_stats()
+    for name, address in nrt.c_helpers.items():
+        ll.add_symbol(name if name.startswith("_") else "NRT_" + name, address)
 
 
-def _register_symbols(ll, helperlib, dynfunc, nrt):
-    """LLVM's names for the runtime's C functions and Python's exception objects, as
+def _register_symbols(ll, helperlib, dynfunc):
+    """LLVM's names for Numba's helper C functions and Python's exception objects, as
     Numba registers them (once per process: the same addresses either way)."""
     import builtins
     ll.add_symbol("_Py_NoneStruct", id(None))
@@ -270,8 +279,6 @@ def _register_symbols(ll, helperlib, dynfunc, nrt):
     for name in _MATH:
         if name in helperlib.c_helpers:
             ll.add_symbol(name, helperlib.c_helpers[name])
-    for name, address in nrt.c_helpers.items():
-        ll.add_symbol(name if name.startswith("_") else "NRT_" + name, address)
 
 
 # numba.core.intrinsics.INTR_MATH: the libm names Numba binds to ``_helperlib``'s
